@@ -1,0 +1,50 @@
+#pragma once
+// The eager (PyNative-style) autograd tape. Every op run with grad enabled on an input that
+// requires grad leaves a GradNode on its outputs; backward walks those nodes newest first and
+// applies each op's gradient rule from the op table, the same rule graph autodiff uses.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/op.h"
+
+namespace kiln {
+
+struct GradNode {
+  struct Edge {
+    std::shared_ptr<GradNode> node;    // the producer of this input, or null for a leaf
+    int output_index = 0;
+    std::shared_ptr<TensorImpl> leaf;  // a leaf that requires grad
+  };
+  ops::OpKind kind;
+  ops::Attrs attrs;
+  std::vector<Tensor> saved_inputs;  // detached; undefined unless the op saves them
+  std::vector<ops::TensorMeta> input_metas;
+  std::vector<Tensor> saved_outputs;
+  std::vector<ops::TensorMeta> output_metas;
+  std::vector<Edge> edges;  // one per input
+  std::vector<bool> needs_grad;
+  uint64_t sequence = 0;  // creation order: consumers always have larger numbers
+};
+
+namespace autograd {
+
+// Installs the tape's hook into the dispatcher (done once, automatically, at start-up).
+void install();
+
+// Accumulates d(root)/d(leaf) into every leaf's .grad(). root must be a scalar unless
+// grad_output (same shape as root) is given.
+void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
+
+// Returns d(root)/d(inputs) without touching .grad(). An input that root does not depend on gets
+// a zero tensor.
+std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
+                         const Tensor& grad_output = Tensor(), bool retain_graph = false);
+
+}  // namespace autograd
+
+using ops::NoGradGuard;
+
+}  // namespace kiln

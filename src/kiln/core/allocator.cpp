@@ -1,0 +1,124 @@
+#include "kiln/core/allocator.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln {
+namespace allocator {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr size_t kHugePage = size_t(2) << 20;
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  MemoryStats stats;
+  int64_t cache_limit = int64_t(8) << 30;
+};
+
+Cache& cache() {
+  // Never destroyed: tensors held by static objects may be released after main() returns.
+  static Cache* c = new Cache;
+  return *c;
+}
+
+void* os_allocate(size_t bytes) {
+  size_t align = bytes >= kHugePage ? kHugePage : kAlignment;
+  void* p = std::aligned_alloc(align, bytes);
+  if (!p) throw std::bad_alloc();
+  if (bytes >= kHugePage) madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+}  // namespace
+
+size_t size_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes <= 1024) return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  // Eight classes per power of two: at most 12.5% slack, and shapes that differ a little
+  // (the last batch of an epoch) still reuse the same blocks.
+  size_t top = std::bit_floor(bytes);
+  size_t step = top / 8;
+  size_t rounded = (bytes + step - 1) / step * step;
+  if (rounded >= kHugePage) rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;
+  return rounded;
+}
+
+void* allocate(size_t bytes) {
+  size_t cls = size_class(bytes);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.in_use_bytes += int64_t(cls);
+    if (c.stats.in_use_bytes > c.stats.peak_bytes) c.stats.peak_bytes = c.stats.in_use_bytes;
+    auto it = c.free_lists.find(cls);
+    if (it != c.free_lists.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.stats.cached_bytes -= int64_t(cls);
+      return p;
+    }
+    ++c.stats.os_allocations;
+  }
+  return os_allocate(cls);
+}
+
+void release(void* ptr, size_t bytes) {
+  if (!ptr) return;
+  size_t cls = size_class(bytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.in_use_bytes -= int64_t(cls);
+  if (c.stats.cached_bytes + int64_t(cls) > c.cache_limit) {
+    std::free(ptr);
+    return;
+  }
+  c.free_lists[cls].push_back(ptr);
+  c.stats.cached_bytes += int64_t(cls);
+}
+
+MemoryStats stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.stats;
+}
+
+void reset_peak() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.peak_bytes = c.stats.in_use_bytes;
+}
+
+void empty_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [cls, list] : c.free_lists) {
+    for (void* p : list) std::free(p);
+    list.clear();
+  }
+  c.stats.cached_bytes = 0;
+}
+
+void set_cache_limit(int64_t bytes) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.cache_limit = bytes;
+}
+
+}  // namespace allocator
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024.0;
+}
+
+}  // namespace kiln

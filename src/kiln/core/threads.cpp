@@ -1,0 +1,19 @@
+#include "kiln/core/threads.h"
+
+#include <omp.h>
+#include <sched.h>
+
+namespace kiln {
+
+void set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : available_cores()); }
+
+int num_threads() { return omp_get_max_threads(); }
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return omp_get_num_procs();
+}
+
+}  // namespace kiln

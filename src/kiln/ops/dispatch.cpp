@@ -1,0 +1,105 @@
+#include "kiln/ops/dispatch.h"
+
+#include <chrono>
+#include <string>
+
+#include "kiln/core/error.h"
+
+namespace kiln::ops {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void check_arity(const OpDef& def, size_t given) {
+  if (def.num_inputs >= 0 && size_t(def.num_inputs) != given) {
+    throw ShapeError(std::string(def.name) + ": expects " + std::to_string(def.num_inputs) +
+                     " inputs, got " + std::to_string(given));
+  }
+}
+
+}  // namespace
+
+DispatchHooks& hooks() {
+  static DispatchHooks h;
+  return h;
+}
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+
+std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs,
+                              const Attrs& attrs) {
+  const OpDef& def = op_def(kind);
+  check_arity(def, inputs.size());
+  return def.infer(inputs, attrs);
+}
+
+Tensor allocate(const TensorMeta& meta) {
+  if (meta.layout == Layout::channels_last && meta.shape.rank() == 4) {
+    return Tensor::empty_strided(meta.shape, channels_last_strides(meta.shape), meta.dtype);
+  }
+  return Tensor::empty(meta.shape, meta.dtype);
+}
+
+void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                const Attrs& attrs) {
+  const OpDef& def = op_def(kind);
+  if (def.view) {
+    outputs[0] = def.view(inputs[0], attrs);
+    return;
+  }
+  def.kernel(inputs, outputs, attrs);
+}
+
+std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs) {
+  const OpDef& def = op_def(kind);
+  check_arity(def, inputs.size());
+  std::vector<TensorMeta> in_metas;
+  in_metas.reserve(inputs.size());
+  bool traced = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      throw Error(std::string(def.name) + ": input " + std::to_string(i) + " is undefined");
+    }
+    in_metas.push_back(meta_of(inputs[i]));
+    traced = traced || inputs[i].is_traced();
+  }
+  std::vector<TensorMeta> out_metas = def.infer(in_metas, attrs);
+  DispatchHooks& h = hooks();
+  if (traced) {
+    if (!h.trace) throw Error(std::string(def.name) + ": traced input but no graph is tracing");
+    return h.trace(kind, inputs, attrs, out_metas);
+  }
+
+  std::vector<Tensor> outputs(out_metas.size());
+  int64_t begin = h.on_kernel ? now_ns() : 0;
+  if (def.view) {
+    outputs[0] = def.view(inputs[0], attrs);
+  } else {
+    for (size_t i = 0; i < out_metas.size(); ++i) outputs[i] = allocate(out_metas[i]);
+    def.kernel(inputs, outputs, attrs);
+  }
+  if (h.on_kernel) h.on_kernel(kind, inputs, outputs, begin, now_ns());
+
+  if (t_grad_enabled && def.grad && h.record) {
+    for (const Tensor& t : inputs) {
+      if (t.requires_grad()) {
+        h.record(kind, inputs, outputs, attrs);
+        break;
+      }
+    }
+  }
+  return outputs;
+}
+
+Tensor call1(OpKind kind, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+  return std::move(call(kind, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs)[0]);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,122 @@
+#pragma once
+// What one operator declares: everything every feature needs to know about it.
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+#include "kiln/ops/op_list.h"
+
+namespace kiln::ops {
+
+enum class OpKind : uint16_t {
+#define KILN_OP_ENUM(name) name,
+  KILN_FOR_EACH_OP(KILN_OP_ENUM)
+#undef KILN_OP_ENUM
+};
+#define KILN_OP_COUNT(name) +1
+inline constexpr size_t kNumOps = 0 KILN_FOR_EACH_OP(KILN_OP_COUNT);
+#undef KILN_OP_COUNT
+
+enum class Layout : uint8_t { contiguous, channels_last };
+
+// Shape, dtype and memory order of an op's input or output, known before any data is.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::f32;
+  Layout layout = Layout::contiguous;
+  bool operator==(const TensorMeta&) const = default;
+};
+TensorMeta meta_of(const Tensor& t);
+
+// Attributes: one struct for every op, each op reading the fields it documents. Plain values
+// only, so graph passes can compare (CSE) and hash them.
+struct Attrs {
+  std::vector<int64_t> axes;   // reduction axes, transpose permutation, concat/slice axis
+  std::vector<int64_t> shape;  // reshape / broadcast_to / sum_to target
+  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+  int64_t start = 0, end = 0, step = 1;  // slice
+  int64_t num_classes = 0;               // one_hot, cross-entropy
+  int64_t reduction = 0;                 // 0 mean, 1 sum, 2 none
+  int64_t seed = 0;                      // dropout
+  bool keepdims = false;
+  bool training = false;
+  bool transpose_a = false, transpose_b = false;
+  bool nesterov = false;
+  double scalar = 0.0;  // add_scalar/mul_scalar/pow_scalar operand, dropout p, norm eps
+  double momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  DType dtype = DType::f32;  // cast target, one_hot output
+  bool operator==(const Attrs&) const = default;
+};
+size_t hash_attrs(const Attrs& a);
+
+enum class AmpClass : uint8_t {
+  low_precision,  // runs in bf16/f16 from O1 on (matmul, conv): the white list
+  fp32,           // always computed in fp32 (softmax, losses, norms' statistics): the black list
+  follow,         // computes in whatever its inputs are (elementwise, shape ops)
+};
+
+struct Cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+// What a gradient rule sees. Inputs/outputs not named in the op's `saved_inputs`/`saves_outputs`
+// are undefined here (their metas are always available).
+struct GradCtx {
+  std::span<const Tensor> inputs;
+  std::span<const TensorMeta> input_metas;
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> grad_outputs;  // undefined where an output received no gradient
+  const Attrs& attrs;
+  // Which inputs need a gradient; a rule may skip work for the others.
+  std::span<const bool> needs_grad;
+};
+
+using InferFn = std::vector<TensorMeta> (*)(std::span<const TensorMeta> inputs, const Attrs&);
+using KernelFn = void (*)(std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs&);
+using ViewFn = Tensor (*)(const Tensor& input, const Attrs&);
+using GradFn = std::vector<Tensor> (*)(const GradCtx&);
+using CostFn = Cost (*)(std::span<const TensorMeta> inputs, std::span<const TensorMeta> outputs,
+                        const Attrs&);
+// f32 computation over a tile of n contiguous elements; the fusion engine chains these so a
+// chain of elementwise ops makes one pass over memory.
+using TileFn = void (*)(float* out, const float* const* inputs, int64_t n, const Attrs&);
+
+// How the op splits across devices (filled in by the distributed work; null means the op is
+// only ever replicated).
+struct ShardRule;
+
+inline constexpr uint32_t kAllInputs = 0xffffffffu;
+
+struct OpDef {
+  std::string_view name;
+  int num_inputs = 1;  // -1: any number
+  int num_outputs = 1;
+  InferFn infer = nullptr;
+  KernelFn kernel = nullptr;  // exactly one of kernel and view
+  ViewFn view = nullptr;      // output aliases input 0 (reshape, transpose, slice)
+  GradFn grad = nullptr;      // null only with no_grad_reason
+  const char* no_grad_reason = nullptr;
+  uint32_t saved_inputs = 0;  // bit i: the gradient rule reads input i
+  bool saves_outputs = false;
+  uint32_t mutated_inputs = 0;  // bit i: the kernel writes input i in place
+  AmpClass amp = AmpClass::follow;
+  CostFn cost = nullptr;
+  TileFn tile = nullptr;  // elementwise ops only
+  const ShardRule* shard = nullptr;
+};
+
+const OpDef& op_def(OpKind kind);
+std::string_view op_name(OpKind kind);
+// Looks an op up by name; throws Error naming the unknown op.
+OpKind op_by_name(std::string_view name);
+
+#define KILN_OP_DECLARE(name) extern const OpDef op_def_##name;
+KILN_FOR_EACH_OP(KILN_OP_DECLARE)
+#undef KILN_OP_DECLARE
+
+}  // namespace kiln::ops
