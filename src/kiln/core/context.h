@@ -1,0 +1,20 @@
+#pragma once
+// Process-wide execution settings, with MindSpore's names:
+//   kiln::set_context({.mode = kiln::GRAPH_MODE, .enable_graph_kernel = true});
+#include <string>
+
+namespace kiln {
+
+enum ExecutionMode { GRAPH_MODE = 0, PYNATIVE_MODE = 1 };
+
+struct Context {
+  ExecutionMode mode = PYNATIVE_MODE;
+  bool enable_graph_kernel = false;  // fusion passes in graph mode
+  std::string device_target = "CPU";
+  std::string save_graphs_path;  // when set, graph mode dumps IR (text + DOT) there
+};
+
+void set_context(const Context& context);
+const Context& get_context();
+
+}  // namespace kiln

@@ -1,0 +1,70 @@
+#pragma once
+// Cell: the building block of networks (MindSpore's nn.Cell). A cell owns named parameters,
+// non-trainable buffers (BatchNorm's running statistics) and child cells, and computes in
+// `construct`. The same construct runs eagerly, on the autograd tape, or traced by graph mode.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::nn {
+
+using NamedTensor = std::pair<std::string, Tensor>;
+
+class Cell {
+ public:
+  virtual ~Cell() = default;
+
+  virtual Tensor construct(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return construct(x); }
+
+  // Parameters and buffers of this cell and its children, named by path ("layer1.0.conv1.weight").
+  std::vector<NamedTensor> parameters_and_names() const;
+  std::vector<Tensor> trainable_params() const;
+  std::vector<NamedTensor> buffers_and_names() const;
+  // Parameters then buffers: everything a checkpoint holds.
+  std::vector<NamedTensor> state_and_names() const;
+
+  void set_train(bool mode = true);
+  bool training() const { return training_; }
+
+  const std::string& cell_name() const { return name_; }
+
+ protected:
+  explicit Cell(std::string name) : name_(std::move(name)) {}
+  // Registers a trainable parameter (requires_grad set) and returns the stored handle.
+  Tensor& register_parameter(const std::string& name, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor value);
+  template <class C>
+  std::shared_ptr<C> register_cell(const std::string& name, std::shared_ptr<C> cell) {
+    children_.emplace_back(name, cell);
+    return cell;
+  }
+  const std::vector<std::pair<std::string, std::shared_ptr<Cell>>>& children() const {
+    return children_;
+  }
+
+ private:
+  void collect(const std::string& prefix, bool params, bool buffers,
+               std::vector<NamedTensor>& out) const;
+
+  std::string name_;
+  bool training_ = true;
+  std::vector<NamedTensor> parameters_;
+  std::vector<NamedTensor> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
+};
+
+// A loss: construct(logits, labels) -> scalar (or per-sample with reduction "none").
+class LossCell {
+ public:
+  virtual ~LossCell() = default;
+  virtual Tensor construct(const Tensor& logits, const Tensor& labels) = 0;
+  Tensor operator()(const Tensor& logits, const Tensor& labels) {
+    return construct(logits, labels);
+  }
+};
+
+}  // namespace kiln::nn

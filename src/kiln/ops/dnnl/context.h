@@ -1,0 +1,146 @@
+#pragma once
+// oneDNN plumbing shared by the nn ops: the process-wide CPU engine, a per-thread stream,
+// memory descriptors that describe Kiln tensors in place (explicit strides, so a channels-last
+// tensor is NHWC to oneDNN and nothing is reordered), and a per-thread primitive cache keyed by
+// shapes, strides, dtypes and attributes.
+//
+// Why cache ourselves: building a primitive descriptor plus primitive costs 10s–100s of µs, while
+// eager mode runs thousands of ops per second; oneDNN's own cache still pays for the descriptor.
+// Why per thread: a cached entry keeps its dnnl::memory objects and argument map, and only swaps
+// data handles on each call, which must not race with another thread using the same entry.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "kiln/core/tensor.h"
+#include "kiln/ops/op.h"
+
+namespace kiln::ops::dnnl_util {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+const dnnl::engine& engine();
+// One stream per thread: a CPU stream runs primitives on the calling thread (and the OpenMP
+// pool), and sharing one across threads is not allowed.
+dnnl::stream& stream();
+
+// oneDNN data type of a Kiln dtype; throws naming `op` when oneDNN has none.
+dt data_type(DType dtype, std::string_view op);
+
+// A plain (strided) descriptor of the tensor's logical shape and strides: no copy, no reorder.
+dnnl::memory::desc desc_of(const Tensor& t, std::string_view op);
+dnnl::memory::desc desc_of(const Shape& shape, const Strides& strides, DType dtype,
+                           std::string_view op);
+dnnl::memory::desc desc_of(const TensorMeta& meta, std::string_view op);
+// A rank-1 f32 descriptor (scale/shift/statistics vectors).
+dnnl::memory::desc vector_desc(int64_t n);
+
+// Primitive attributes with a user-managed scratchpad (see Scratchpad).
+dnnl::primitive_attr scratchpad_attr();
+
+// Per-thread scratch memory for primitives, grown to the largest request and then kept: a
+// fresh buffer per call would fault its pages in every time.
+void* scratchpad(size_t bytes);
+
+// A cache key: a short list of integers (op tag, shapes, strides, dtypes, attributes) stored
+// inline, so building one allocates nothing.
+class Key {
+ public:
+  static constexpr int kCapacity = 96;
+  Key& add(int64_t v) {
+    if (n_ < kCapacity) v_[n_] = v;
+    ++n_;
+    return *this;
+  }
+  Key& add(const Tensor& t) { return add(t.shape(), t.strides(), t.dtype()); }
+  Key& add(const Shape& s, const Strides& st, DType d) {
+    add(int64_t(d)).add(s.rank());
+    for (int64_t x : s) add(x);
+    for (int64_t x : st) add(x);
+    return *this;
+  }
+  Key& add(const Shape& s) {
+    add(s.rank());
+    for (int64_t x : s) add(x);
+    return *this;
+  }
+  Key& add_double(double d) {
+    int64_t bits;
+    std::memcpy(&bits, &d, 8);
+    return add(bits);
+  }
+  bool operator==(const Key& o) const {
+    return n_ == o.n_ && std::memcmp(v_, o.v_, sizeof(int64_t) * size_t(std::min(n_, kCapacity))) == 0;
+  }
+  size_t hash() const {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < std::min(n_, kCapacity); ++i) h = (h ^ uint64_t(v_[i])) * 1099511628211ull;
+    return size_t(h ^ uint64_t(n_));
+  }
+  bool overflowed() const { return n_ > kCapacity; }
+
+ private:
+  int64_t v_[kCapacity];
+  int n_ = 0;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const { return k.hash(); }
+};
+
+// A ready-to-run primitive: its memory objects are created once; each call only points them at
+// the tensors' data and executes.
+class Runner {
+ public:
+  Runner() = default;
+  Runner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd);
+  // Declares argument `arg` with descriptor `md` (data handle set per call).
+  void arg(int arg, const dnnl::memory::desc& md);
+  // Points argument `arg` at `data` for the next run().
+  void set(int arg, void* data);
+  void run();
+  const dnnl::memory::desc& desc(int arg) const { return args_.at(arg).get_desc(); }
+  size_t scratchpad_bytes() const { return scratch_bytes_; }
+
+ private:
+  dnnl::primitive prim_;
+  std::unordered_map<int, dnnl::memory> args_;
+  size_t scratch_bytes_ = 0;
+};
+
+// A per-thread cache of T (usually a struct of Runners) keyed by Key. When full, it is cleared:
+// eager training loops use a handful of shapes, so an LRU would buy nothing.
+template <class T>
+class PrimitiveCache {
+ public:
+  static constexpr size_t kCapacity = 4096;
+  template <class Build>
+  T& get(const Key& key, Build&& build) {
+    if (key.overflowed()) {
+      // Too many dims to key inline (never for the ops here); build without caching.
+      overflow_ = std::make_unique<T>(build());
+      return *overflow_;
+    }
+    auto it = map_.find(key);
+    if (it != map_.end()) return *it->second;
+    if (map_.size() >= kCapacity) map_.clear();
+    return *map_.emplace(key, std::make_unique<T>(build())).first->second;
+  }
+  size_t size() const { return map_.size(); }
+
+ private:
+  std::unordered_map<Key, std::unique_ptr<T>, KeyHash> map_;
+  std::unique_ptr<T> overflow_;
+};
+
+// dims of a Kiln shape.
+inline dims to_dims(const Shape& s) { return dims(s.begin(), s.end()); }
+
+}  // namespace kiln::ops::dnnl_util
