@@ -101,6 +101,11 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     std::vector<Tensor> grad_outputs = std::move(pending[node]);
     pending.erase(node);
     const ops::OpDef& def = ops::op_def(node->kind);
+    if (node->released) {
+      throw Error(std::string("backward: the graph through '") + std::string(def.name) +
+                  "' was already used by a backward pass and its saved tensors freed; pass "
+                  "retain_graph = true to the first backward to run it twice");
+    }
     std::vector<bool> needs = node->needs_grad;
     std::unique_ptr<bool[]> needs_array(new bool[needs.size()]);
     for (size_t i = 0; i < needs.size(); ++i) needs_array[i] = needs[i];
@@ -135,6 +140,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     if (!retain_graph) {
       node->saved_inputs.clear();
       node->saved_outputs.clear();
+      node->released = true;
     }
     alive.erase(node);
   }

@@ -27,6 +27,7 @@ struct GradNode {
   std::vector<Edge> edges;  // one per input
   std::vector<bool> needs_grad;
   uint64_t sequence = 0;  // creation order: consumers always have larger numbers
+  bool released = false;  // saved tensors freed by a backward without retain_graph
 };
 
 namespace autograd {

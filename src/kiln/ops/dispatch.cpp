@@ -60,6 +60,11 @@ void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> o
 std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
+  DispatchHooks& h = hooks();
+  if (h.autocast) {
+    std::vector<Tensor> cast_inputs;
+    if (h.autocast(kind, inputs, cast_inputs)) return call(kind, cast_inputs, attrs);
+  }
   std::vector<TensorMeta> in_metas;
   in_metas.reserve(inputs.size());
   bool traced = false;
@@ -71,7 +76,6 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
     traced = traced || inputs[i].is_traced();
   }
   std::vector<TensorMeta> out_metas = def.infer(in_metas, attrs);
-  DispatchHooks& h = hooks();
   if (traced) {
     if (!h.trace) throw Error(std::string(def.name) + ": traced input but no graph is tracing");
     return h.trace(kind, inputs, attrs, out_metas);

@@ -29,6 +29,10 @@ void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> o
 
 // Set by the layers above (dependency inversion: ops knows nothing of autograd or graph).
 struct DispatchHooks {
+  // Automatic mixed precision: may replace the inputs with cast copies before the op runs
+  // (returns false to leave them alone). Set by amp/ while an autocast scope is active.
+  bool (*autocast)(OpKind, std::span<const Tensor> inputs, std::vector<Tensor>& cast_inputs) =
+      nullptr;
   std::vector<Tensor> (*trace)(OpKind, std::span<const Tensor> inputs, const Attrs&,
                                std::span<const TensorMeta> outputs) = nullptr;
   void (*record)(OpKind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,

@@ -19,11 +19,16 @@ dnnl::stream& stream() {
 
 dt data_type(DType dtype, std::string_view op) {
   switch (dtype) {
-    case DType::f32: return dt::f32;
-    case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f16;
-    case DType::i32: return dt::s32;
-    case DType::u8: return dt::u8;
+    case DType::f32:
+      return dt::f32;
+    case DType::bf16:
+      return dt::bf16;
+    case DType::f16:
+      return dt::f16;
+    case DType::i32:
+      return dt::s32;
+    case DType::u8:
+      return dt::u8;
     default:
       throw ShapeError(std::string(op) + ": dtype " + std::string(dtype_name(dtype)) +
                        " is not supported");
@@ -48,7 +53,9 @@ dnnl::memory::desc desc_of(const TensorMeta& meta, std::string_view op) {
   return desc_of(meta.shape, st, meta.dtype, op);
 }
 
-dnnl::memory::desc vector_desc(int64_t n) { return dnnl::memory::desc({n}, dt::f32, tag::a); }
+dnnl::memory::desc vector_desc(int64_t n) {
+  return dnnl::memory::desc({n}, dt::f32, tag::a);
+}
 
 dnnl::primitive_attr scratchpad_attr() {
   dnnl::primitive_attr attr;
@@ -76,8 +83,7 @@ void* scratchpad(size_t bytes) {
   return buf.data;
 }
 
-Runner::Runner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd)
-    : prim_(std::move(prim)) {
+Runner::Runner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd) : prim_(std::move(prim)) {
   dnnl::memory::desc sp = pd.scratchpad_desc();
   scratch_bytes_ = sp.get_size();
   if (scratch_bytes_ > 0) arg(DNNL_ARG_SCRATCHPAD, sp);
@@ -88,11 +94,45 @@ void Runner::arg(int arg, const dnnl::memory::desc& md) {
   args_[arg] = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
 }
 
-void Runner::set(int arg, void* data) { args_.at(arg).set_data_handle(data); }
+void Runner::set(int arg, void* data) {
+  args_.at(arg).set_data_handle(data);
+}
 
 void Runner::run() {
   if (scratch_bytes_ > 0) set(DNNL_ARG_SCRATCHPAD, scratchpad(scratch_bytes_));
   prim_.execute(stream(), args_);
+}
+
+void reorder(const Tensor& src, Tensor& dst) {
+  if (src.numel() == 0) return;
+  Key key;
+  key.add(src).add(dst);
+  thread_local PrimitiveCache<Runner> cache;
+  Runner& r = cache.get(key, [&] {
+    auto s = desc_of(src, "reorder"), d = desc_of(dst, "reorder");
+    dnnl::reorder::primitive_desc pd(engine(), s, engine(), d, scratchpad_attr());
+    Runner run(dnnl::reorder(pd), pd);
+    run.arg(DNNL_ARG_FROM, s);
+    run.arg(DNNL_ARG_TO, d);
+    return run;
+  });
+  r.set(DNNL_ARG_FROM, src.raw_data());
+  r.set(DNNL_ARG_TO, dst.raw_data());
+  r.run();
+}
+
+Tensor to_channels_last(const Tensor& t) {
+  if (t.rank() != 4 || t.is_channels_last()) return t;
+  // Memory already in NHWC order (C == 1, or H == W == 1): relabel the strides, copy nothing.
+  Strides cl = channels_last_strides(t.shape());
+  bool same_memory_order = true;
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape()[i] != 1 && t.strides()[size_t(i)] != cl[size_t(i)]) same_memory_order = false;
+  }
+  if (same_memory_order) return t.view_as(t.shape(), cl, t.offset());
+  Tensor out = Tensor::empty_strided(t.shape(), channels_last_strides(t.shape()), t.dtype());
+  reorder(t, out);
+  return out;
 }
 
 }  // namespace kiln::ops::dnnl_util

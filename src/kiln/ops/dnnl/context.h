@@ -10,6 +10,7 @@
 // data handles on each call, which must not race with another thread using the same entry.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -77,7 +78,8 @@ class Key {
     return add(bits);
   }
   bool operator==(const Key& o) const {
-    return n_ == o.n_ && std::memcmp(v_, o.v_, sizeof(int64_t) * size_t(std::min(n_, kCapacity))) == 0;
+    return n_ == o.n_ &&
+           std::memcmp(v_, o.v_, sizeof(int64_t) * size_t(std::min(n_, kCapacity))) == 0;
   }
   size_t hash() const {
     uint64_t h = 1469598103934665603ull;
@@ -106,7 +108,7 @@ class Runner {
   // Points argument `arg` at `data` for the next run().
   void set(int arg, void* data);
   void run();
-  const dnnl::memory::desc& desc(int arg) const { return args_.at(arg).get_desc(); }
+  dnnl::memory::desc desc(int arg) const { return args_.at(arg).get_desc(); }
   size_t scratchpad_bytes() const { return scratch_bytes_; }
 
  private:
@@ -140,7 +142,15 @@ class PrimitiveCache {
   std::unique_ptr<T> overflow_;
 };
 
+// Copies src into dst (same shape; layouts and dtypes may differ) with a cached oneDNN reorder.
+void reorder(const Tensor& src, Tensor& dst);
+// The tensor itself when it is channels-last already, else a channels-last copy (used at the
+// edges: a network's input, a gradient arriving row-major from a reshape).
+Tensor to_channels_last(const Tensor& t);
+
 // dims of a Kiln shape.
-inline dims to_dims(const Shape& s) { return dims(s.begin(), s.end()); }
+inline dims to_dims(const Shape& s) {
+  return dims(s.begin(), s.end());
+}
 
 }  // namespace kiln::ops::dnnl_util

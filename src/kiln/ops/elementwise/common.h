@@ -1,6 +1,7 @@
 #pragma once
 // Shared pieces of the elementwise op declarations.
 #include <cmath>
+#include <string>
 
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
@@ -15,6 +16,18 @@ void kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attr
 
 template <const char* Name>
 std::vector<TensorMeta> infer(std::span<const TensorMeta> in, const Attrs&) {
+  return infer_pointwise(Name, in);
+}
+
+// As infer, for ops only defined on floating-point values (exp, log, gelu, …).
+template <const char* Name>
+std::vector<TensorMeta> infer_floating(std::span<const TensorMeta> in, const Attrs&) {
+  for (const TensorMeta& m : in) {
+    if (!is_floating(m.dtype)) {
+      throw ShapeError(std::string(Name) + ": expects floating-point inputs, got " +
+                       std::string(dtype_name(m.dtype)) + m.shape.str());
+    }
+  }
   return infer_pointwise(Name, in);
 }
 

@@ -1,0 +1,239 @@
+// Batch normalization over channel dim 1, and its backward op, on oneDNN, in the input's own
+// layout. Training uses the batch statistics and updates running_mean/running_var in place;
+// eval uses the running statistics. saved_inv_std = 1/sqrt(var + eps) is what a backward pass and
+// graph fusion want; oneDNN's backward takes the variance, recovered as 1/inv_std² - eps (exact
+// to float rounding of var + eps, which is the quantity the backward uses).
+#include <cmath>
+
+#include "kiln/ops/nn/common.h"
+
+namespace kiln::ops {
+namespace {
+using namespace dnnl_util;
+using nn::fail;
+
+constexpr char kBatchNorm[] = "batch_norm", kBatchNormGrad[] = "batch_norm_grad";
+
+void check_vector(std::string_view op, const TensorMeta& m, int64_t c, const char* what,
+                  std::span<const TensorMeta> in) {
+  if (m.shape != Shape{c} || m.dtype != DType::f32) {
+    fail(op,
+         detail::concat(what, " must be f32[", c, "] for ", c, " channels, got ",
+                        dtype_name(m.dtype), m.shape.str()),
+         in);
+  }
+}
+
+int64_t channels(std::string_view op, const TensorMeta& x, std::span<const TensorMeta> in) {
+  if (x.shape.rank() < 2) fail(op, "input must be [N, C, ...], got " + x.shape.str(), in);
+  nn::check_float(op, x, "input", true, in);
+  return x.shape[1];
+}
+
+std::vector<TensorMeta> bn_infer(std::span<const TensorMeta> in, const Attrs& a) {
+  int64_t c = channels(kBatchNorm, in[0], in);
+  const char* names[] = {"", "gamma", "beta", "running_mean", "running_var"};
+  for (int i = 1; i < 5; ++i) check_vector(kBatchNorm, in[size_t(i)], c, names[i], in);
+  if (!(a.eps > 0)) fail(kBatchNorm, detail::concat("eps must be > 0, got ", a.eps), in);
+  TensorMeta stat{Shape{c}, DType::f32, Layout::contiguous};
+  return {in[0], stat, stat};
+}
+
+dnnl::normalization_flags bn_flags(bool training) {
+  auto f = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  return training ? f : f | dnnl::normalization_flags::use_global_stats;
+}
+
+dnnl::batch_normalization_forward::primitive_desc forward_pd(const dnnl::memory::desc& data,
+                                                             bool training, double eps) {
+  return dnnl::batch_normalization_forward::primitive_desc(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, float(eps),
+                                              bn_flags(training)),
+      scratchpad_attr(), engine());
+}
+
+// x in y's layout (y's layout was chosen from x's meta, so only odd strides need a copy).
+Tensor same_layout(const Tensor& t, const Tensor& like) {
+  if (t.strides() == like.strides()) return t;
+  if (like.is_channels_last()) return to_channels_last(t);
+  return t.contiguous();
+}
+
+float* f32_data(const Tensor& t, std::string_view op, const char* what) {
+  if (!t.is_contiguous()) throw Error(std::string(op) + ": " + what + " must be contiguous");
+  return t.data<float>();
+}
+
+void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& y = out[0];
+  Tensor x = same_layout(in[0], y);
+  Tensor gamma = nn::row_major(in[1]), beta = nn::row_major(in[2]);
+  float* rm = f32_data(in[3], kBatchNorm, "running_mean");
+  float* rv = f32_data(in[4], kBatchNorm, "running_var");
+  int64_t c = x.dim(1);
+  float* mean = out[1].data<float>();
+  float* inv_std = out[2].data<float>();
+  int64_t count = x.numel() / std::max<int64_t>(c, 1);
+  if (x.numel() == 0) {
+    for (int64_t i = 0; i < c; ++i) {
+      mean[i] = a.training ? 0.f : rm[i];
+      inv_std[i] = float(1.0 / std::sqrt((a.training ? 0.0 : rv[i]) + a.eps));
+    }
+    return;
+  }
+  Key key;
+  key.add(30 + a.training).add(x).add_double(a.eps);
+  thread_local PrimitiveCache<Runner> cache;
+  Runner& r = cache.get(key, [&] {
+    auto data = desc_of(x, kBatchNorm);
+    auto pd = forward_pd(data, a.training, a.eps);
+    Runner run(dnnl::batch_normalization_forward(pd), pd);
+    run.arg(DNNL_ARG_SRC, data);
+    run.arg(DNNL_ARG_DST, data);
+    run.arg(DNNL_ARG_SCALE, vector_desc(c));
+    run.arg(DNNL_ARG_SHIFT, vector_desc(c));
+    run.arg(DNNL_ARG_MEAN, vector_desc(c));
+    run.arg(DNNL_ARG_VARIANCE, vector_desc(c));
+    return run;
+  });
+  std::vector<float> batch_var(static_cast<size_t>(c));
+  r.set(DNNL_ARG_SRC, x.raw_data());
+  r.set(DNNL_ARG_DST, y.raw_data());
+  r.set(DNNL_ARG_SCALE, gamma.raw_data());
+  r.set(DNNL_ARG_SHIFT, beta.raw_data());
+  r.set(DNNL_ARG_MEAN, a.training ? static_cast<void*>(mean) : rm);
+  r.set(DNNL_ARG_VARIANCE, a.training ? static_cast<void*>(batch_var.data()) : rv);
+  r.run();
+  if (!a.training) {
+    for (int64_t i = 0; i < c; ++i) {
+      mean[i] = rm[i];
+      inv_std[i] = float(1.0 / std::sqrt(double(rv[i]) + a.eps));
+    }
+    return;
+  }
+  // Running variance takes the unbiased batch variance, as PyTorch and MindSpore do.
+  double m = a.momentum, unbias = count > 1 ? double(count) / double(count - 1) : 1.0;
+  for (int64_t i = 0; i < c; ++i) {
+    double var = batch_var[size_t(i)];
+    inv_std[i] = float(1.0 / std::sqrt(var + a.eps));
+    rm[i] = float(m * rm[i] + (1 - m) * mean[i]);
+    rv[i] = float(m * rv[i] + (1 - m) * var * unbias);
+  }
+}
+
+std::vector<Tensor> bn_grad(const GradCtx& c) {
+  Attrs a;
+  a.training = c.attrs.training;
+  a.eps = c.attrs.eps;
+  std::vector<Tensor> g =
+      call(OpKind::batch_norm_grad,
+           {c.grad_outputs[0], c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]}, a);
+  return {g[0], g[1], g[2], Tensor(), Tensor()};
+}
+
+// batch_norm_grad(grad, x, gamma, saved_mean, saved_inv_std) -> {dx, dgamma, dbeta}.
+std::vector<TensorMeta> bn_grad_infer(std::span<const TensorMeta> in, const Attrs&) {
+  int64_t c = channels(kBatchNormGrad, in[1], in);
+  if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
+    fail(kBatchNormGrad, "grad must match the input's shape and dtype", in);
+  }
+  const char* names[] = {"", "", "gamma", "saved_mean", "saved_inv_std"};
+  for (int i = 2; i < 5; ++i) check_vector(kBatchNormGrad, in[size_t(i)], c, names[i], in);
+  TensorMeta stat{Shape{c}, DType::f32, Layout::contiguous};
+  return {in[1], stat, stat};
+}
+
+void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& dx = out[0];
+  Tensor x = same_layout(in[1], dx);
+  Tensor dy = same_layout(in[0], dx);
+  Tensor gamma = nn::row_major(in[2]), mean = nn::row_major(in[3]);
+  Tensor inv_std = nn::row_major(in[4]);
+  int64_t c = x.dim(1);
+  if (x.numel() == 0) {
+    std::memset(out[1].raw_data(), 0, out[1].nbytes());
+    std::memset(out[2].raw_data(), 0, out[2].nbytes());
+    return;
+  }
+  std::vector<float> var(static_cast<size_t>(c));
+  const float* is = inv_std.data<float>();
+  for (int64_t i = 0; i < c; ++i) {
+    var[size_t(i)] = float(1.0 / (double(is[i]) * double(is[i])) - a.eps);
+  }
+  Key key;
+  key.add(32 + a.training).add(x).add_double(a.eps);
+  thread_local PrimitiveCache<Runner> cache;
+  Runner& r = cache.get(key, [&] {
+    auto data = desc_of(x, kBatchNormGrad);
+    auto hint = forward_pd(data, a.training, a.eps);
+    dnnl::batch_normalization_backward::primitive_desc pd(
+        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data,
+                                                 float(a.eps), bn_flags(a.training)),
+        scratchpad_attr(), engine(), hint);
+    Runner run(dnnl::batch_normalization_backward(pd), pd);
+    run.arg(DNNL_ARG_SRC, data);
+    run.arg(DNNL_ARG_DIFF_DST, data);
+    run.arg(DNNL_ARG_DIFF_SRC, data);
+    for (int arg : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
+                    DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT}) {
+      run.arg(arg, vector_desc(c));
+    }
+    return run;
+  });
+  r.set(DNNL_ARG_SRC, x.raw_data());
+  r.set(DNNL_ARG_DIFF_DST, dy.raw_data());
+  r.set(DNNL_ARG_DIFF_SRC, dx.raw_data());
+  r.set(DNNL_ARG_MEAN, mean.raw_data());
+  r.set(DNNL_ARG_VARIANCE, var.data());
+  r.set(DNNL_ARG_SCALE, gamma.raw_data());
+  // oneDNN 2.6 insists on a shift argument in backward though the gradients do not depend on
+  // it; gamma's memory (read-only, the right size) stands in.
+  r.set(DNNL_ARG_SHIFT, gamma.raw_data());
+  r.set(DNNL_ARG_DIFF_SCALE, out[1].raw_data());
+  r.set(DNNL_ARG_DIFF_SHIFT, out[2].raw_data());
+  r.run();
+}
+
+template <int FlopsPerElement>
+Cost bn_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  return {double(out[0].shape.numel()) * FlopsPerElement, nn::bytes_of(in) + nn::bytes_of(out)};
+}
+
+}  // namespace
+
+const OpDef op_def_batch_norm = {
+    .name = kBatchNorm,
+    .num_inputs = 5,  // x, gamma, beta, running_mean, running_var
+    .num_outputs = 3,
+    .infer = bn_infer,
+    .kernel = bn_kernel,
+    .grad = bn_grad,
+    .saved_inputs = 0b00011,
+    .saves_outputs = true,
+    .mutated_inputs = 0b11000,  // running_mean, running_var (in training)
+    .amp = AmpClass::fp32,
+    .cost = bn_cost<5>,
+};
+
+const OpDef op_def_batch_norm_grad = {
+    .name = kBatchNormGrad,
+    .num_inputs = 5,
+    .num_outputs = 3,
+    .infer = bn_grad_infer,
+    .kernel = bn_grad_kernel,
+    .no_grad_reason = "second-order gradients of batch_norm are not supported",
+    .amp = AmpClass::fp32,
+    .cost = bn_cost<8>,
+};
+
+std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                               const Tensor& running_mean, const Tensor& running_var, bool training,
+                               double momentum, double eps) {
+  Attrs a;
+  a.training = training;
+  a.momentum = momentum;
+  a.eps = eps;
+  return call(OpKind::batch_norm, {x, gamma, beta, running_mean, running_var}, a);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,97 @@
+// Adam / AdamW in one pass:
+//   g = grad + weight_decay * param                  (Adam's L2 term; 0 for AdamW)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g²
+//   param *= 1 - lr * decoupled_weight_decay         (AdamW; 0 for Adam)
+//   param -= step_size * m / (sqrt(v) + eps)
+// step_size = lr * sqrt(1 - beta2^t) / (1 - beta1^t) is computed on the host once per step, so
+// the bias correction never changes a compiled graph. This is MindSpore's (and TensorFlow's)
+// form; PyTorch adds eps to sqrt(v / (1 - beta2^t)) instead, i.e. its eps is ours divided by
+// sqrt(1 - beta2^t) — the two agree to within eps.
+//
+// Attrs: beta1, beta2, eps, weight_decay (L2), scalar (decoupled weight decay).
+#include <cmath>
+
+#include "kiln/ops/optimizer/common.h"
+
+namespace kiln::ops {
+namespace {
+using namespace optimizer;
+constexpr char kName[] = "adam_update";
+
+std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  check_param(kName, in[0]);
+  check_same(kName, "the gradient", in[0], in[1]);
+  check_state(kName, "m (first moment)", in[0], in[2]);
+  check_state(kName, "v (second moment)", in[0], in[3]);
+  check_scalar(kName, "step_size", in[4]);
+  check_scalar(kName, "lr", in[5]);
+  if (!(attrs.beta1 >= 0 && attrs.beta1 < 1 && attrs.beta2 >= 0 && attrs.beta2 < 1)) {
+    throw Error(std::string(kName) + ": betas must lie in [0, 1), got (" +
+                std::to_string(attrs.beta1) + ", " + std::to_string(attrs.beta2) + ")");
+  }
+  return {};
+}
+
+void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& attrs) {
+  const Tensor& param = in[0];
+  check_param_layout(kName, param);
+  check_state_layout(kName, "m", param, in[2]);
+  check_state_layout(kName, "v", param, in[3]);
+  Tensor grad = aligned_gradient(in[1], param);
+  float* p = static_cast<float*>(param.raw_data());
+  const float* g = static_cast<const float*>(grad.raw_data());
+  float* m = static_cast<float*>(in[2].raw_data());
+  float* v = static_cast<float*>(in[3].raw_data());
+  const float step = scalar_value(in[4]);
+  const float lr = scalar_value(in[5]);
+  const float b1 = float(attrs.beta1), b2 = float(attrs.beta2), eps = float(attrs.eps);
+  const float wd = float(attrs.weight_decay);
+  const float decay = 1.f - lr * float(attrs.scalar);
+  const int64_t n = param.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] + wd * p[i];
+    float mi = b1 * m[i] + (1.f - b1) * gi;
+    float vi = b2 * v[i] + (1.f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * decay - step * mi / (std::sqrt(vi) + eps);
+  }
+}
+
+Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+  int64_t n = in[0].shape.numel();
+  return {14.0 * double(n), f32_bytes(7 * n)};  // read p, g, m, v; write p, m, v
+}
+
+}  // namespace
+
+const OpDef op_def_adam_update = {
+    .name = kName,
+    .num_inputs = 6,  // param, grad, m, v, step_size, lr
+    .num_outputs = 0,
+    .infer = adam_infer,
+    .kernel = adam_kernel,
+    .no_grad_reason = "an optimizer update runs after backward and is never differentiated",
+    .mutated_inputs = 0b1101,
+    .amp = AmpClass::fp32,
+    .cost = adam_cost,
+};
+
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& step_size,
+                 const Tensor& lr, double beta1, double beta2, double eps, double weight_decay,
+                 bool decoupled_weight_decay) {
+  Attrs attrs;
+  attrs.beta1 = beta1;
+  attrs.beta2 = beta2;
+  attrs.eps = eps;
+  if (decoupled_weight_decay) {
+    attrs.scalar = weight_decay;
+  } else {
+    attrs.weight_decay = weight_decay;
+  }
+  call(OpKind::adam_update, {param, grad, m, v, step_size, lr}, attrs);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,74 @@
+#pragma once
+// Shared checks and helpers of the fused optimizer-update ops. Each update is one in-place pass
+// over parameter, gradient and state; it has no outputs (the parameter and state inputs are
+// mutated, see OpDef::mutated_inputs), and no gradient.
+#include <string>
+
+#include "kiln/core/error.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/functional.h"
+
+namespace kiln::ops::optimizer {
+
+// Below this many elements the OpenMP fork/join costs more than the update itself.
+inline constexpr int64_t kParallelThreshold = 1 << 15;
+
+inline void check_same(std::string_view op, const char* what, const TensorMeta& param,
+                       const TensorMeta& other) {
+  if (other.shape != param.shape) {
+    throw ShapeError(std::string(op) + ": " + what + " has shape " + other.shape.str() +
+                     ", but the parameter has shape " + param.shape.str());
+  }
+}
+
+inline void check_param(std::string_view op, const TensorMeta& param) {
+  if (param.dtype != DType::f32) {
+    throw ShapeError(std::string(op) + ": the parameter must be f32 (fp32 master weights), got " +
+                     std::string(dtype_name(param.dtype)));
+  }
+}
+
+inline void check_state(std::string_view op, const char* what, const TensorMeta& param,
+                        const TensorMeta& state) {
+  check_same(op, what, param, state);
+  if (state.dtype != DType::f32) {
+    throw ShapeError(std::string(op) + ": " + what + " must be f32, got " +
+                     std::string(dtype_name(state.dtype)));
+  }
+}
+
+inline void check_scalar(std::string_view op, const char* what, const TensorMeta& s) {
+  if (s.shape.numel() != 1 || s.dtype != DType::f32) {
+    throw ShapeError(std::string(op) + ": " + what + " must be a one-element f32 tensor, got " +
+                     std::string(dtype_name(s.dtype)) + s.shape.str());
+  }
+}
+
+inline float scalar_value(const Tensor& t) { return *static_cast<const float*>(t.raw_data()); }
+
+// The gradient as f32 in exactly the parameter's memory order, so one flat index walks both.
+inline Tensor aligned_gradient(const Tensor& grad, const Tensor& param) {
+  if (grad.dtype() == DType::f32 && grad.strides() == param.strides() && grad.is_dense()) {
+    return grad;
+  }
+  Tensor copy = Tensor::empty_strided(param.shape(), param.strides(), DType::f32);
+  copy.copy_from(grad);
+  return copy;
+}
+
+// State tensors are created like the parameter; anything else is a caller bug worth naming.
+inline void check_state_layout(std::string_view op, const char* what, const Tensor& param,
+                               const Tensor& state) {
+  if (state.strides() != param.strides() || !state.is_dense()) {
+    throw Error(std::string(op) + ": " + what + " must have the parameter's memory layout");
+  }
+}
+
+inline void check_param_layout(std::string_view op, const Tensor& param) {
+  if (!param.is_dense()) throw Error(std::string(op) + ": the parameter must be dense in memory");
+}
+
+// Bytes of n f32 elements, for the cost functions.
+inline double f32_bytes(int64_t n) { return double(n) * 4.0; }
+
+}  // namespace kiln::ops::optimizer

@@ -1,0 +1,76 @@
+// Momentum SGD (MindSpore's ApplyMomentum, identical to PyTorch's SGD with dampening 0):
+//   g = grad + weight_decay * param
+//   velocity = momentum * velocity + g
+//   param -= lr * (nesterov ? g + momentum * velocity : velocity)
+#include "kiln/ops/optimizer/common.h"
+
+namespace kiln::ops {
+namespace {
+using namespace optimizer;
+constexpr char kName[] = "momentum_update";
+
+std::vector<TensorMeta> momentum_infer(std::span<const TensorMeta> in, const Attrs&) {
+  check_param(kName, in[0]);
+  check_same(kName, "the gradient", in[0], in[1]);
+  check_state(kName, "the velocity", in[0], in[2]);
+  check_scalar(kName, "lr", in[3]);
+  return {};
+}
+
+template <bool Nesterov>
+void momentum_pass(float* p, const float* g, float* vel, int64_t n, float lr, float mu, float wd) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] + wd * p[i];
+    float v = mu * vel[i] + gi;
+    vel[i] = v;
+    p[i] -= lr * (Nesterov ? gi + mu * v : v);
+  }
+}
+
+void momentum_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& attrs) {
+  const Tensor& param = in[0];
+  check_param_layout(kName, param);
+  check_state_layout(kName, "the velocity", param, in[2]);
+  Tensor grad = aligned_gradient(in[1], param);
+  float* p = static_cast<float*>(param.raw_data());
+  const float* g = static_cast<const float*>(grad.raw_data());
+  float* vel = static_cast<float*>(in[2].raw_data());
+  const float lr = scalar_value(in[3]);
+  const float mu = float(attrs.momentum), wd = float(attrs.weight_decay);
+  if (attrs.nesterov) {
+    momentum_pass<true>(p, g, vel, param.numel(), lr, mu, wd);
+  } else {
+    momentum_pass<false>(p, g, vel, param.numel(), lr, mu, wd);
+  }
+}
+
+Cost momentum_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+  int64_t n = in[0].shape.numel();
+  return {6.0 * double(n), f32_bytes(5 * n)};  // read p, g, v; write p, v
+}
+
+}  // namespace
+
+const OpDef op_def_momentum_update = {
+    .name = kName,
+    .num_inputs = 4,  // param, grad, velocity, lr
+    .num_outputs = 0,
+    .infer = momentum_infer,
+    .kernel = momentum_kernel,
+    .no_grad_reason = "an optimizer update runs after backward and is never differentiated",
+    .mutated_inputs = 0b101,
+    .amp = AmpClass::fp32,
+    .cost = momentum_cost,
+};
+
+void momentum_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tensor& lr,
+                     double momentum, double weight_decay, bool nesterov) {
+  Attrs attrs;
+  attrs.momentum = momentum;
+  attrs.weight_decay = weight_decay;
+  attrs.nesterov = nesterov;
+  call(OpKind::momentum_update, {param, grad, velocity, lr}, attrs);
+}
+
+}  // namespace kiln::ops

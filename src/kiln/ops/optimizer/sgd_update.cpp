@@ -1,0 +1,54 @@
+// Plain SGD with L2 weight decay: param -= lr * (grad + weight_decay * param).
+#include "kiln/ops/optimizer/common.h"
+
+namespace kiln::ops {
+namespace {
+using namespace optimizer;
+constexpr char kName[] = "sgd_update";
+
+std::vector<TensorMeta> sgd_infer(std::span<const TensorMeta> in, const Attrs&) {
+  check_param(kName, in[0]);
+  check_same(kName, "the gradient", in[0], in[1]);
+  check_scalar(kName, "lr", in[2]);
+  return {};
+}
+
+void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& attrs) {
+  const Tensor& param = in[0];
+  check_param_layout(kName, param);
+  Tensor grad = aligned_gradient(in[1], param);
+  float* p = static_cast<float*>(param.raw_data());
+  const float* g = static_cast<const float*>(grad.raw_data());
+  const float lr = scalar_value(in[2]);
+  const float wd = float(attrs.weight_decay);
+  const int64_t n = param.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+}
+
+Cost sgd_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+  int64_t n = in[0].shape.numel();
+  return {3.0 * double(n), f32_bytes(3 * n)};
+}
+
+}  // namespace
+
+const OpDef op_def_sgd_update = {
+    .name = kName,
+    .num_inputs = 3,  // param, grad, lr
+    .num_outputs = 0,
+    .infer = sgd_infer,
+    .kernel = sgd_kernel,
+    .no_grad_reason = "an optimizer update runs after backward and is never differentiated",
+    .mutated_inputs = 0b1,
+    .amp = AmpClass::fp32,
+    .cost = sgd_cost,
+};
+
+void sgd_update(Tensor& param, const Tensor& grad, const Tensor& lr, double weight_decay) {
+  Attrs attrs;
+  attrs.weight_decay = weight_decay;
+  call(OpKind::sgd_update, {param, grad, lr}, attrs);
+}
+
+}  // namespace kiln::ops

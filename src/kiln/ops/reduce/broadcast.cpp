@@ -1,0 +1,106 @@
+// broadcast_to and its inverse sum_to, the pair every broadcasting gradient is written with.
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/functional.h"
+#include "kiln/ops/kernels/copy.h"
+#include "kiln/ops/kernels/reduce.h"
+
+namespace kiln::ops {
+namespace {
+
+std::string describe_meta(const TensorMeta& m) {
+  return std::string(dtype_name(m.dtype)) + m.shape.str();
+}
+
+// Whether `small` broadcasts to `big` (NumPy rules, aligned at the last dimension).
+bool broadcasts_to(const Shape& small, const Shape& big) {
+  if (small.rank() > big.rank()) return false;
+  const int shift = big.rank() - small.rank();
+  for (int i = 0; i < small.rank(); ++i) {
+    if (small[i] != 1 && small[i] != big[i + shift]) return false;
+  }
+  return true;
+}
+
+std::vector<TensorMeta> infer_sum_to(std::span<const TensorMeta> in, const Attrs& a) {
+  Shape target(a.shape);
+  if (!broadcasts_to(target, in[0].shape)) {
+    throw ShapeError("sum_to: cannot sum " + describe_meta(in[0]) + " to shape " + target.str() +
+                     " (the target must broadcast to the input)");
+  }
+  return {TensorMeta{target, in[0].dtype}};
+}
+
+void sum_to_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  const Shape& s = in[0].shape();
+  const int shift = s.rank() - int(a.shape.size());
+  std::vector<bool> mask(size_t(s.rank()));
+  for (int i = 0; i < s.rank(); ++i) {
+    mask[size_t(i)] = i < shift || (a.shape[size_t(i - shift)] == 1 && s[i] != 1);
+  }
+  reduce_tensor(ReduceKind::sum, in[0], mask, 1.0, out[0]);
+}
+
+std::vector<TensorMeta> infer_broadcast_to(std::span<const TensorMeta> in, const Attrs& a) {
+  Shape target(a.shape);
+  if (!broadcasts_to(in[0].shape, target)) {
+    throw ShapeError("broadcast_to: cannot broadcast " + describe_meta(in[0]) + " to shape " +
+                     target.str());
+  }
+  return {TensorMeta{target, in[0].dtype}};
+}
+
+// Materializes the broadcast: a stride-0 view of the input copied out row by row.
+void broadcast_to_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
+  const Tensor& x = in[0];
+  const Shape& target = out[0].shape();
+  const int shift = target.rank() - x.rank();
+  Strides strides(size_t(target.rank()), 0);
+  for (int i = 0; i < x.rank(); ++i) {
+    strides[size_t(i + shift)] = x.shape()[i] == 1 ? 0 : x.strides()[size_t(i)];
+  }
+  strided_copy(x.view_as(target, strides, x.offset()), out[0]);
+}
+
+Cost copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  double n_in = double(in[0].shape.numel()), n_out = double(out[0].shape.numel());
+  return {std::max(n_in, n_out) - std::min(n_in, n_out),
+          (n_in + n_out) * double(dtype_size(in[0].dtype))};
+}
+
+}  // namespace
+
+const OpDef op_def_sum_to = {
+    .name = "sum_to",
+    .infer = infer_sum_to,
+    .kernel = sum_to_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      return {broadcast_to(c.grad_outputs[0], c.input_metas[0].shape)};
+    },
+    .cost = copy_cost,
+};
+
+const OpDef op_def_broadcast_to = {
+    .name = "broadcast_to",
+    .infer = infer_broadcast_to,
+    .kernel = broadcast_to_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      return {sum_to(c.grad_outputs[0], c.input_metas[0].shape)};
+    },
+    .cost = copy_cost,
+};
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  Attrs a;
+  a.shape = shape.dims();
+  return call1(OpKind::sum_to, {x}, a);
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  Attrs a;
+  a.shape = shape.dims();
+  return call1(OpKind::broadcast_to, {x}, a);
+}
+
+}  // namespace kiln::ops

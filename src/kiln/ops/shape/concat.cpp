@@ -1,0 +1,138 @@
+// concat, and pad_slice_grad (the gradient of slice): ops that place blocks of one tensor into a
+// larger one.
+#include <cstring>
+
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/functional.h"
+#include "kiln/ops/kernels/copy.h"
+#include "kiln/ops/shape/slice_spec.h"
+
+namespace kiln::ops {
+namespace {
+
+std::string describe_meta(const TensorMeta& m) {
+  return std::string(dtype_name(m.dtype)) + m.shape.str();
+}
+
+Cost copy_cost(std::span<const TensorMeta>, std::span<const TensorMeta> out, const Attrs&) {
+  return {0, 2.0 * double(out[0].shape.numel()) * double(dtype_size(out[0].dtype))};
+}
+
+int concat_axis(std::span<const TensorMeta> in, const Attrs& a) {
+  if (in.empty()) throw ShapeError("concat: needs at least one input");
+  if (a.axes.size() != 1) {
+    throw ShapeError(detail::concat("concat: expects one axis, got ", a.axes.size()));
+  }
+  const int rank = in[0].shape.rank();
+  const int64_t axis = a.axes[0] < 0 ? a.axes[0] + rank : a.axes[0];
+  if (axis < 0 || axis >= rank) {
+    throw ShapeError(detail::concat("concat: axis ", a.axes[0], " is out of range for input 0 ",
+                                    describe_meta(in[0])));
+  }
+  return int(axis);
+}
+
+std::vector<TensorMeta> infer_concat(std::span<const TensorMeta> in, const Attrs& a) {
+  const int axis = concat_axis(in, a);
+  Shape out = in[0].shape;
+  out[axis] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Shape& s = in[i].shape;
+    bool match = s.rank() == out.rank() && in[i].dtype == in[0].dtype;
+    for (int d = 0; match && d < s.rank(); ++d) match = d == axis || s[d] == in[0].shape[d];
+    if (!match) {
+      throw ShapeError(detail::concat("concat: input ", i, " ", describe_meta(in[i]),
+                                      " does not match input 0 ", describe_meta(in[0]),
+                                      " outside axis ", axis));
+    }
+    out[axis] += s[axis];
+  }
+  return {TensorMeta{out, in[0].dtype}};
+}
+
+void concat_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& y = out[0];
+  const int64_t axis = a.axes[0] < 0 ? a.axes[0] + y.rank() : a.axes[0];
+  const int64_t axis_stride = y.strides()[size_t(axis)];
+  int64_t at = 0;
+  for (const Tensor& x : in) {
+    Tensor part = y.view_as(x.shape(), y.strides(), y.offset() + at * axis_stride);
+    strided_copy(x, part);
+    at += x.shape()[int(axis)];
+  }
+}
+
+std::vector<TensorMeta> infer_pad_slice_grad(std::span<const TensorMeta> in, const Attrs& a) {
+  TensorMeta full{Shape(a.shape), in[0].dtype};
+  shape::SliceSpec s = shape::slice_spec("pad_slice_grad", full, a);
+  Shape expected = full.shape;
+  expected[s.axis] = s.length;
+  if (in[0].shape != expected) {
+    throw ShapeError("pad_slice_grad: grad " + describe_meta(in[0]) + " does not match the slice " +
+                     expected.str() + " of shape " + full.shape.str());
+  }
+  return {full};
+}
+
+void pad_slice_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& y = out[0];
+  std::memset(y.raw_data(), 0, y.nbytes());
+  shape::SliceSpec s = shape::slice_spec("pad_slice_grad", meta_of(y), a);
+  if (s.length == 0) return;
+  Strides strides = y.strides();
+  const int64_t offset = y.offset() + s.start * strides[size_t(s.axis)];
+  strides[size_t(s.axis)] *= s.step;
+  Tensor window = y.view_as(in[0].shape(), strides, offset);
+  strided_copy(in[0], window);
+}
+
+}  // namespace
+
+const OpDef op_def_concat = {
+    .name = "concat",
+    .num_inputs = -1,
+    .infer = infer_concat,
+    .kernel = concat_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      const int axis = concat_axis(c.input_metas, c.attrs);
+      std::vector<Tensor> grads(c.input_metas.size());
+      int64_t at = 0;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        const int64_t n = c.input_metas[i].shape[axis];
+        if (c.needs_grad[i]) grads[i] = slice(c.grad_outputs[0], axis, at, at + n);
+        at += n;
+      }
+      return grads;
+    },
+    .cost = copy_cost,
+};
+
+const OpDef op_def_pad_slice_grad = {
+    .name = "pad_slice_grad",
+    .infer = infer_pad_slice_grad,
+    .kernel = pad_slice_grad_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      const Attrs& a = c.attrs;
+      return {slice(c.grad_outputs[0], a.axes[0], a.start, a.end, a.step)};
+    },
+    .cost = copy_cost,
+};
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  Attrs a;
+  a.axes = {axis};
+  return std::move(call(OpKind::concat, std::span<const Tensor>(xs), a)[0]);
+}
+
+Tensor pad_slice_grad(const Tensor& grad, const Shape& shape, int64_t axis, int64_t start,
+                      int64_t end, int64_t step) {
+  Attrs a;
+  a.shape = shape.dims();
+  a.axes = {axis};
+  a.start = start;
+  a.end = end;
+  a.step = step;
+  return call1(OpKind::pad_slice_grad, {grad}, a);
+}
+
+}  // namespace kiln::ops

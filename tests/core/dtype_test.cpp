@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kiln/core/dtype.h"
+
+namespace kiln {
+namespace {
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  // 0x3f80'8000 is exactly halfway between bf16 0x3f80 and 0x3f81: ties go to even (0x3f80).
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f808000u)).bits, 0x3f80);
+  // Halfway between 0x3f81 and 0x3f82: ties go to even (0x3f82).
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f818000u)).bits, 0x3f82);
+  // Just above and below halfway round to nearest.
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f808001u)).bits, 0x3f81);
+  EXPECT_EQ(float_to_bf16(from_bits(0x3f807fffu)).bits, 0x3f80);
+  // Exact values are kept, including the sign.
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-2.5f)), -2.5f);
+  EXPECT_EQ(float_to_bf16(0.0f).bits, 0x0000);
+  EXPECT_EQ(float_to_bf16(-0.0f).bits, 0x8000);
+}
+
+TEST(Bf16, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(bf16_to_float(float_to_bf16(inf)), inf);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-inf)), -inf);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  // A NaN whose payload sits only in the low bits must stay NaN (not round to inf).
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(from_bits(0x7f800001u)))));
+  // The largest float rounds up to inf in bf16.
+  EXPECT_EQ(bf16_to_float(float_to_bf16(std::numeric_limits<float>::max())), inf);
+}
+
+TEST(F16, RoundsToNearestEvenWithSubnormalsAndOverflow) {
+  EXPECT_EQ(f16_to_float(float_to_f16(1.0f + 1.0f / 2048)), 1.0f);                // tie → even
+  EXPECT_EQ(f16_to_float(float_to_f16(1.0f + 3.0f / 2048)), 1.0f + 4.0f / 2048);  // tie → even
+  EXPECT_EQ(f16_to_float(float_to_f16(65504.f)), 65504.f);
+  EXPECT_EQ(f16_to_float(float_to_f16(65519.f)), 65504.f);
+  EXPECT_TRUE(std::isinf(f16_to_float(float_to_f16(65520.f))));
+  const float min_sub = std::ldexp(1.0f, -24);
+  EXPECT_EQ(f16_to_float(float_to_f16(min_sub)), min_sub);
+  EXPECT_EQ(f16_to_float(float_to_f16(min_sub * 0.5f)), 0.0f);         // tie with 0 → even (0)
+  EXPECT_EQ(f16_to_float(float_to_f16(min_sub * 1.5f)), 2 * min_sub);  // tie → even
+  EXPECT_TRUE(std::isnan(f16_to_float(float_to_f16(std::nanf("")))));
+}
+
+TEST(Convert, EveryPairRoundTripsSmallIntegers) {
+  const std::vector<float> values{0, 1, 2, 3, 7, 100};
+  for (int s = 0; s < kNumDTypes; ++s) {
+    for (int d = 0; d < kNumDTypes; ++d) {
+      DType src = DType(s), dst = DType(d);
+      if (src == DType::boolean || dst == DType::boolean) continue;
+      std::vector<unsigned char> a(values.size() * 8), b(values.size() * 8);
+      std::vector<float> back(values.size());
+      convert(values.data(), DType::f32, a.data(), src, int64_t(values.size()));
+      convert(a.data(), src, b.data(), dst, int64_t(values.size()));
+      convert(b.data(), dst, back.data(), DType::f32, int64_t(values.size()));
+      EXPECT_EQ(back, values) << dtype_name(src) << " -> " << dtype_name(dst);
+    }
+  }
+}
+
+TEST(Convert, BoolAndLargeBuffers) {
+  std::vector<float> f{0.f, 2.f, -1.f};
+  bool b[3];
+  convert(f.data(), DType::f32, b, DType::boolean, 3);
+  EXPECT_FALSE(b[0]);
+  EXPECT_TRUE(b[1]);
+  EXPECT_TRUE(b[2]);
+  // Big enough for the OpenMP path; every element converted with round-to-nearest-even.
+  const int64_t n = 200000;
+  std::vector<float> src(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) src[size_t(i)] = float(i) * 1.0001f;
+  std::vector<bf16_t> dst(static_cast<size_t>(n));
+  convert(src.data(), DType::f32, dst.data(), DType::bf16, n);
+  for (int64_t i = 0; i < n; i += 997) {
+    EXPECT_EQ(dst[size_t(i)].bits, float_to_bf16(src[size_t(i)]).bits) << i;
+  }
+}
+
+TEST(DTypeNames, RoundTripAndUnknownNamed) {
+  for (int i = 0; i < kNumDTypes; ++i) EXPECT_EQ(dtype_from_name(dtype_name(DType(i))), DType(i));
+  EXPECT_EQ(dtype_from_name("bfloat16"), DType::bf16);
+  try {
+    dtype_from_name("f64");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f64"), std::string::npos);
+  }
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(dtype_size(DType::i64), 8u);
+  EXPECT_TRUE(is_floating(DType::f16));
+  EXPECT_FALSE(is_floating(DType::i32));
+}
+
+}  // namespace
+}  // namespace kiln

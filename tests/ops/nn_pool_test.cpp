@@ -1,0 +1,124 @@
+#include "nn_reference.h"
+
+namespace kiln::testing {
+namespace {
+
+struct PoolCase {
+  const char* name;
+  Shape x;
+  ops::Pool2dOptions opt;
+};
+
+const PoolCase kCases[] = {
+    {"k2s2", {2, 3, 4, 6}, {.kernel = {2, 2}, .stride = {2, 2}}},
+    {"k3s2_pad1", {1, 2, 5, 5}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+    {"k3s1_rect", {1, 2, 4, 5}, {.kernel = {3, 2}, .stride = {1, 1}, .padding = {1, 0}}},
+    {"odd_input_k2s2", {1, 1, 5, 7}, {.kernel = {2, 2}, .stride = {2, 2}}},
+};
+
+// Max or average (padding counted in the divisor, as PyTorch's default) pooling.
+Values pool_ref(const Values& x, const Shape& s, const ops::Pool2dOptions& o, bool max) {
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  int64_t oh = (h + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
+  int64_t ow = (w + 2 * o.padding[1] - o.kernel[1]) / o.stride[1] + 1;
+  Values y;
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t a = 0; a < o.kernel[0]; ++a)
+          for (int64_t b = 0; b < o.kernel[1]; ++b) {
+            int64_t iy = i * o.stride[0] - o.padding[0] + a,
+                    ix = j * o.stride[1] - o.padding[1] + b;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            double v = x[size_t((p * h + iy) * w + ix)];
+            acc = max ? std::max(acc, v) : acc + v;
+          }
+        y.push_back(max ? acc : acc / double(o.kernel[0] * o.kernel[1]));
+      }
+  return y;
+}
+
+// Distinct values, so max pooling has no ties for finite differences to straddle.
+Tensor distinct_tensor(const Shape& s, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * float(i);
+  std::mt19937_64 gen(seed);
+  std::shuffle(v.begin(), v.end(), gen);
+  return Tensor::from_vector(v, s);
+}
+
+class NnPool : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(NnPool, ForwardMatchesReferenceInBothLayouts) {
+  const PoolCase& c = GetParam();
+  Tensor x = random_tensor(c.x, 1);
+  for (bool max : {true, false}) {
+    Values ref = pool_ref(values_of(x), c.x, c.opt, max);
+    for (bool cl : {false, true}) {
+      Tensor xin = cl ? channels_last_copy(x) : x;
+      Tensor y = max ? ops::max_pool2d(xin, c.opt) : ops::avg_pool2d(xin, c.opt);
+      if (cl && c.x[1] > 1) {
+        EXPECT_TRUE(y.is_channels_last());
+      }
+      expect_close(values_of(y), ref, 1e-6, 1e-5, std::string(c.name) + (max ? " max" : " avg"));
+    }
+  }
+}
+
+TEST_P(NnPool, GradientMatchesFiniteDifferences) {
+  const PoolCase& c = GetParam();
+  for (bool max : {true, false}) {
+    for (bool cl : {false, true}) {
+      Tensor x = distinct_tensor(c.x, 2);
+      if (cl) x = channels_last_copy(x);
+      expect_gradients_match(
+          [&](const std::vector<Tensor>& t) {
+            return max ? ops::max_pool2d(t[0], c.opt) : ops::avg_pool2d(t[0], c.opt);
+          },
+          [&](const std::vector<Values>& t) { return pool_ref(t[0], c.x, c.opt, max); }, {x}, {},
+          1e-3, 1e-2, 1e-4);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, NnPool, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(NnPoolErrors, BadInputsNameOpAndShapes) {
+  expect_error_mentions(
+      [] {
+        ops::max_pool2d(Tensor::zeros({3, 4, 4}), {});
+      },
+      {"max_pool2d", "[3, 4, 4]"});
+  expect_error_mentions(
+      [] {
+        ops::avg_pool2d(Tensor::zeros({1, 1, 2, 2}), {.kernel = {3, 3}, .stride = {1, 1}});
+      },
+      {"avg_pool2d", "does not fit", "[1, 1, 2, 2]"});
+  expect_error_mentions(
+      [] {
+        ops::max_pool2d(Tensor::zeros({1, 1, 4, 4}),
+                        {.kernel = {2, 2}, .stride = {1, 1}, .padding = {2, 2}});
+      },
+      {"max_pool2d", "padding"});
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST(NnPoolBf16, MaxIsExactAndAvgWithinBf16Tolerance) {
+  Shape s{2, 16, 6, 6};
+  Tensor x = channels_last_copy(to_bf16(random_tensor(s, 3)));
+  ops::Pool2dOptions opt{.kernel = {2, 2}, .stride = {2, 2}};
+  Tensor ym = ops::max_pool2d(x, opt), ya = ops::avg_pool2d(x, opt);
+  EXPECT_EQ(ym.dtype(), DType::bf16);
+  expect_close(values_of(ym), pool_ref(values_of(x), s, opt, true), 0, 0, "bf16 max");
+  expect_close(values_of(ya), pool_ref(values_of(x), s, opt, false), 1e-2, 1e-2, "bf16 avg");
+}
+
+}  // namespace
+}  // namespace kiln::testing
