@@ -1,0 +1,107 @@
+// Training-step throughput of one model in one mode, for side-by-side runs:
+//   kiln_graph_step_bench <lenet|resnet20|mlp> <batch> <eager|graph> <fusion on|off> [steps]
+// Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS.
+// Run each configuration in its own process so the peak-memory numbers are its own.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+#include "kiln/autograd/tape.h"
+#include "kiln/core/allocator.h"
+#include "kiln/core/random.h"
+#include "kiln/models/zoo.h"
+#include "kiln/nn/loss.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/optim/momentum.h"
+#include "kiln/train/compiled_step.h"
+
+using namespace kiln;
+
+namespace {
+// Eager per-op times (KILN_EAGER_PROFILE=1), to compare with KILN_GRAPH_PROFILE's.
+double g_op_ns[ops::kNumOps];
+void on_kernel(ops::OpKind k, std::span<const Tensor>, std::span<const Tensor>, int64_t b,
+               int64_t e) {
+  g_op_ns[size_t(k)] += double(e - b);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s <lenet|resnet20|mlp> <batch> <eager|graph> <on|off> [steps]\n",
+                 argv[0]);
+    return 2;
+  }
+  std::string model = argv[1];
+  int64_t batch = std::atoll(argv[2]);
+  bool graph_mode = std::string(argv[3]) == "graph";
+  bool fusion = std::string(argv[4]) == "on";
+  int steps = argc > 5 ? std::atoi(argv[5]) : 30;
+  set_seed(1);
+  auto net = models::create(model);
+  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+  optim::Momentum opt(net->trainable_params(), optim::constant_lr(0.01), {.momentum = 0.9});
+  Tensor x = Tensor::empty({batch, 1, 28, 28});
+  {
+    auto* p = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) p[i] = default_generator().uniform(-1.f, 1.f);
+  }
+  std::vector<int32_t> lv(static_cast<size_t>(batch));
+  for (auto& v : lv) v = int32_t(default_generator().next_u64() % 10);
+  Tensor y = Tensor::from_vector(lv, Shape{batch});
+  std::vector<Tensor> params = net->trainable_params();
+
+  const char* dump_dir = std::getenv("KILN_DUMP_DIR");
+  train::CompiledTrainStep step(*net, loss, opt,
+                                {.fusion = fusion, .dump_dir = dump_dir ? dump_dir : ""});
+  step.set_verbose(false);
+  auto run_step = [&]() -> float {
+    if (graph_mode) return step.run(x, y).item<float>();
+    opt.prepare_step();
+    Tensor l = loss(net->construct(x), y);
+    std::vector<Tensor> grads = autograd::grad(l, params);
+    opt.apply(grads);
+    opt.advance();
+    return l.item<float>();
+  };
+  if (std::getenv("KILN_EAGER_PROFILE")) ops::hooks().on_kernel = on_kernel;
+  auto t0 = std::chrono::steady_clock::now();
+  float first = run_step();
+  double first_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < 3; ++i) run_step();
+  allocator::reset_peak();
+  float last = 0;
+  t0 = std::chrono::steady_clock::now();
+  std::clock_t c0 = std::clock();
+  for (int i = 0; i < steps; ++i) last = run_step();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Process CPU time: on a busy machine it still says how much work a step is (all threads).
+  double cpu_ms = double(std::clock() - c0) * 1000.0 / CLOCKS_PER_SEC;
+  MemoryStats st = allocator::stats();
+  double compile_ms = graph_mode ? step.report().compile_ms + step.report().trace_ms : 0;
+  int64_t arena = graph_mode ? step.report().arena_bytes : 0;
+  std::printf(
+      "{\"model\":\"%s\",\"batch\":%lld,\"mode\":\"%s\",\"fusion\":%s,\"images_per_sec\":%.1f,"
+      "\"step_ms\":%.3f,\"cpu_ms_per_step\":%.3f,\"first_step_ms\":%.1f,\"compile_ms\":%.1f,\"plan_"
+      "peak_mib\":%.2f,"
+      "\"alloc_peak_mib\":%.2f,\"peak_rss_mib\":%.1f,\"loss_first\":%.4f,\"loss_last\":%.4f}\n",
+      model.c_str(), (long long)batch, graph_mode ? "graph" : "eager", fusion ? "true" : "false",
+      double(batch) * steps / (ms / 1000.0), ms / steps, cpu_ms / steps, first_ms, compile_ms,
+      double(arena) / 1048576.0, double(st.peak_bytes) / 1048576.0, peak_rss_mb(), first, last);
+  if (ops::hooks().on_kernel) {
+    for (size_t k = 0; k < ops::kNumOps; ++k) {
+      if (g_op_ns[k] > 0) {
+        std::fprintf(stderr, "  %.3f ms  %s\n", g_op_ns[k] / 1e6 / (steps + 4),
+                     std::string(ops::op_name(ops::OpKind(k))).c_str());
+      }
+    }
+  }
+  if (graph_mode && std::getenv("KILN_BENCH_REPORT")) {
+    std::fprintf(stderr, "%s\n", step.report().str().c_str());
+  }
+  return 0;
+}

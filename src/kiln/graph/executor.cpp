@@ -1,0 +1,424 @@
+#include "kiln/graph/executor.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+
+#include "kiln/core/error.h"
+#include "kiln/core/random.h"
+#include "kiln/graph/dump.h"
+#include "kiln/graph/fused_elementwise.h"
+#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/passes/passes.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/kernels/copy.h"
+#include "kiln/ops/kernels/pointwise.h"
+
+namespace kiln::graph {
+
+struct Executable::Launch {
+  enum class Kind : uint8_t { kernel, pointwise, fused, copy_reshape, view_copy, special };
+  Kind kind = Kind::kernel;
+  ops::OpKind op{};
+  ops::KernelFn kernel = nullptr;
+  ops::ViewFn view = nullptr;
+  std::vector<Tensor> in;
+  std::vector<Tensor> out;
+  ops::Attrs attrs;
+  bool reseed = false;  // dropout: a fresh mask every step, drawn as eager draws it
+  std::shared_ptr<FusedElementwise> fused;
+  std::shared_ptr<SpecialKernel> special;
+  NodeId node = -1;
+  std::vector<const void*> out_data;  // to catch a kernel that replaced its output tensor
+};
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Strides strides_for(const ops::TensorMeta& m) {
+  if (m.layout == ops::Layout::channels_last && m.shape.rank() == 4) {
+    return channels_last_strides(m.shape);
+  }
+  return contiguous_strides(m.shape);
+}
+
+// A tensor over memory someone else owns; `keeper` keeps that memory alive.
+Tensor tensor_over(void* data, const ops::TensorMeta& m, std::shared_ptr<void> keeper) {
+  auto impl = std::make_shared<TensorImpl>();
+  size_t bytes = size_t(m.shape.numel()) * dtype_size(m.dtype);
+  impl->storage = std::make_shared<Storage>(data, bytes, std::move(keeper));
+  impl->shape = m.shape;
+  impl->strides = strides_for(m);
+  impl->dtype = m.dtype;
+  return Tensor(std::move(impl));
+}
+
+// Read-only zero pages: probing a view reads (at most) these and never faults real memory in.
+struct ZeroMapping {
+  explicit ZeroMapping(size_t bytes) : size(std::max<size_t>(bytes, 4096)) {
+    ptr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ptr == MAP_FAILED)
+      throw Error("graph compile: cannot map " + std::to_string(size) + " bytes");
+  }
+  ~ZeroMapping() { munmap(ptr, size); }
+  void* ptr;
+  size_t size;
+};
+
+// Whether each view node's output shares its input's memory. Views are run on probe tensors
+// that have the real layouts; a view that has to copy (reshape of a channels-last tensor)
+// shows itself by returning a tensor over new storage.
+std::vector<bool> probe_views(const Graph& g) {
+  std::vector<bool> aliases(g.num_nodes());
+  std::vector<NodeId> order = g.schedule();
+  size_t max_bytes = 0;
+  bool any_view = false;
+  for (NodeId n : order) {
+    const Node& node = g.node(n);
+    if (!is_view(node)) continue;
+    any_view = true;
+    const ops::TensorMeta& m = g.value(node.inputs[0]).meta;
+    max_bytes = std::max(max_bytes, size_t(m.shape.numel()) * dtype_size(m.dtype));
+  }
+  if (!any_view) return aliases;
+  ZeroMapping zeros(max_bytes);
+  std::vector<Tensor> probe(g.num_values());
+  for (NodeId n : order) {
+    const Node& node = g.node(n);
+    if (!is_view(node)) continue;
+    ValueId in = node.inputs[0];
+    const Value& v = g.value(in);
+    if (!probe[size_t(in)].defined()) {
+      if (v.kind == ValueKind::state || v.kind == ValueKind::constant) {
+        probe[size_t(in)] = v.tensor;
+      } else {
+        probe[size_t(in)] = tensor_over(zeros.ptr, v.meta, nullptr);
+      }
+    }
+    const Tensor& x = probe[size_t(in)];
+    Tensor y = ops::op_def(node.op).view(x, node.attrs);
+    aliases[size_t(n)] = y.impl()->storage == x.impl()->storage;
+    probe[size_t(node.outputs[0])] = aliases[size_t(n)] ? y : Tensor();
+  }
+  return aliases;
+}
+
+}  // namespace
+
+std::string CompileReport::str() const {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << "compiled " << nodes_traced << " traced nodes into " << nodes_compiled
+    << " kernels in " << compile_ms << " ms (trace " << trace_ms << " ms): folded " << folded
+    << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
+    << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
+    << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << "; arena "
+    << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
+    << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
+    << inplace_reuses;
+  return s.str();
+}
+
+void run_passes(Graph& graph, const CompileOptions& options, CompileReport& report) {
+  report.dce_removed += passes::eliminate_dead_code(graph);
+  if (options.optimize) {
+    for (int round = 0; round < 4; ++round) {
+      int s = passes::simplify_algebra(graph);
+      int f = passes::fold_constants(graph);
+      int c = passes::eliminate_common_subexpressions(graph);
+      int d = passes::eliminate_dead_code(graph);
+      report.simplified += s;
+      report.folded += f;
+      report.cse_merged += c;
+      report.dce_removed += d;
+      if (s + f + c + d == 0) break;
+    }
+  }
+  if (options.fusion) {
+    report.fused_bn_relu += passes::fuse_bn_relu(graph);
+    report.fused_epilogue += passes::fuse_epilogues(graph);
+    report.fused_elementwise += passes::fuse_elementwise(graph);
+    report.fused_reduction += passes::fuse_reductions(graph);
+    report.dce_removed += passes::eliminate_dead_code(graph);
+    // What survived (a reduction may swallow an elementwise fusion).
+    report.fused_elementwise = report.fused_epilogue = report.fused_reduction =
+        report.fused_bn_relu = 0;
+    for (NodeId n : graph.schedule()) {
+      switch (graph.node(n).type) {
+        case NodeType::fused_elementwise:
+          ++report.fused_elementwise;
+          break;
+        case NodeType::epilogue:
+          ++report.fused_epilogue;
+          break;
+        case NodeType::fused_reduction:
+          ++report.fused_reduction;
+          break;
+        case NodeType::bn_relu:
+        case NodeType::bn_relu_grad:
+          ++report.fused_bn_relu;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+Executable::Executable(Graph graph, const CompileOptions& options)
+    : graph_(std::move(graph)), options_(options) {
+  auto t0 = std::chrono::steady_clock::now();
+  graph_.verify();
+  report_.nodes_traced = graph_.num_live_nodes();
+  if (!options_.dump_dir.empty()) dump(graph_, options_.dump_dir, options_.dump_name + "_0_traced");
+  run_passes(graph_, options_, report_);
+  graph_.reorder(graph_.schedule());
+  if (options_.optimize) passes::schedule_updates_early(graph_);
+  graph_.verify();
+  if (!options_.dump_dir.empty()) {
+    dump(graph_, options_.dump_dir, options_.dump_name + "_1_compiled");
+  }
+  report_.nodes_compiled = graph_.num_live_nodes();
+  view_aliases_ = probe_views(graph_);
+  plan_ = plan_memory(graph_, view_aliases_, {.inplace = options_.inplace});
+  if (options_.check_plan) check_memory_plan(plan_);
+  report_.arena_bytes = plan_.arena_bytes;
+  report_.live_bytes_peak = plan_.live_bytes_peak;
+  report_.unplanned_bytes = plan_.total_bytes;
+  report_.inplace_reuses = plan_.inplace_reuses;
+  for (size_t v = 0; v < graph_.num_values(); ++v) {
+    const Value& val = graph_.value(ValueId(v));
+    if (val.kind == ValueKind::constant && val.tensor.defined()) {
+      report_.constant_bytes += int64_t(val.tensor.nbytes());
+    }
+  }
+  bind();
+  report_.compile_ms = ms_since(t0);
+}
+
+Executable::~Executable() {
+  if (profile_ && steps_run_ > 0) std::fprintf(stderr, "%s", profile_summary().c_str());
+}
+
+std::string Executable::profile_summary() const {
+  std::vector<std::pair<double, std::string>> rows;
+  std::unordered_map<std::string, size_t> index;
+  double total = 0;
+  for (size_t i = 0; i < launches_.size() && i < launch_ns_.size(); ++i) {
+    std::string label = node_label(graph_.node(launches_[i].node));
+    auto [it, added] = index.emplace(label, rows.size());
+    if (added) rows.emplace_back(0.0, label);
+    rows[it->second].first += launch_ns_[i];
+    total += launch_ns_[i];
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::ostringstream s;
+  s.precision(3);
+  s << std::fixed << "graph profile: " << steps_run_ << " steps, "
+    << total / 1e6 / double(steps_run_) << " ms/step in kernels\n";
+  for (auto& [ns, label] : rows) {
+    s << "  " << ns / 1e6 / double(steps_run_) << " ms  " << label << "\n";
+  }
+  return s.str();
+}
+
+void Executable::bind() {
+  if (!arena_holder_) arena_holder_ = options_.arena ? options_.arena : std::make_shared<Arena>();
+  const size_t need = size_t(std::max<int64_t>(plan_.arena_bytes, 64));
+  if (!arena_holder_->storage || arena_holder_->storage->bytes() < need) {
+    launches_.clear();  // drop our references to the old arena before taking a new one
+    bound_.clear();
+    arena_.reset();
+    arena_holder_->storage.reset();
+    arena_holder_->storage = std::make_shared<Storage>(need);
+  }
+  arena_ = arena_holder_->storage;
+  char* base = static_cast<char*>(arena_->data());
+  bound_.assign(graph_.num_values(), Tensor());
+  state_data_.clear();
+  for (size_t v = 0; v < graph_.num_values(); ++v) {
+    const Value& val = graph_.value(ValueId(v));
+    int b = plan_.buffer_of[v];
+    if (b != MemoryPlan::kNone) {
+      bound_[v] = tensor_over(base + plan_.buffers[size_t(b)].offset, val.meta, arena_);
+    } else if (val.kind == ValueKind::state || val.kind == ValueKind::constant) {
+      bound_[v] = val.tensor;
+      if (val.kind == ValueKind::state && val.tensor.defined()) {
+        state_data_.emplace_back(ValueId(v), val.tensor.impl()->storage->data());
+      }
+    }
+  }
+  launches_.clear();
+  for (NodeId n : plan_.schedule) {
+    const Node& node = graph_.node(n);
+    Launch l;
+    l.node = n;
+    l.op = node.op;
+    l.attrs = node.attrs;
+    for (ValueId v : node.inputs) l.in.push_back(v == kNoValue ? Tensor() : bound_[size_t(v)]);
+    if (is_view(node)) {
+      const ops::OpDef& def = ops::op_def(node.op);
+      ValueId out = node.outputs[0];
+      if (view_aliases_[size_t(n)]) {
+        Tensor y = def.view(l.in[0], node.attrs);
+        if (y.impl()->storage != l.in[0].impl()->storage) {
+          throw Error(std::string(def.name) + ": view copied at bind time but aliased when probed");
+        }
+        bound_[size_t(out)] = y;
+        continue;  // no launch: the view is fixed for the arena's lifetime
+      }
+      l.out.push_back(bound_[size_t(out)]);
+      bool reshape_like = node.op == ops::OpKind::reshape || node.op == ops::OpKind::contiguous;
+      l.kind = reshape_like ? Launch::Kind::copy_reshape : Launch::Kind::view_copy;
+      l.view = def.view;
+      if (reshape_like) {
+        // The copy walks the input in logical order into the output's memory viewed with the
+        // input's shape: exactly what a row-major reshape of a copy means.
+        const Tensor& o = l.out[0];
+        l.out[0] = o.view_as(l.in[0].shape(), contiguous_strides(l.in[0].shape()), o.offset());
+      }
+    } else {
+      for (ValueId v : node.outputs) l.out.push_back(bound_[size_t(v)]);
+      switch (node.type) {
+        case NodeType::op: {
+          const ops::OpDef& def = ops::op_def(node.op);
+          l.kernel = def.kernel;
+          l.kind = Launch::Kind::kernel;
+          // An output written over one of its inputs: run through the pointwise engine, which
+          // is safe for that (the op's own kernel might not be).
+          if (def.tile && node.outputs.size() == 1) {
+            int ob = plan_.buffer_of[size_t(node.outputs[0])];
+            for (ValueId v : node.inputs) {
+              if (ob != MemoryPlan::kNone &&
+                  plan_.buffer_of[size_t(plan_.alias_of[size_t(v)])] == ob) {
+                l.kind = Launch::Kind::pointwise;
+              }
+            }
+          }
+          l.reseed = node.op == ops::OpKind::dropout && node.attrs.training;
+          // Products get their oneDNN primitive built now, not looked up every step.
+          static const bool no_precompile = std::getenv("KILN_GRAPH_NO_PRECOMPILE") != nullptr;
+          if ((node.op == ops::OpKind::conv2d || node.op == ops::OpKind::matmul) &&
+              !no_precompile && can_precompile(node, l.in, l.out)) {
+            l.kind = Launch::Kind::special;
+            l.special = make_epilogue_kernel(node, l.in, l.out);
+          }
+          if (!no_precompile && can_run_max_pool_grad(node, l.in, l.out)) {
+            l.kind = Launch::Kind::special;
+            l.special = make_max_pool_grad_kernel(node, l.in, l.out);
+          }
+          break;
+        }
+        case NodeType::fused_elementwise:
+          l.kind = Launch::Kind::fused;
+          l.fused = std::make_shared<FusedElementwise>(node.chain);
+          break;
+        default:
+          l.kind = Launch::Kind::special;
+          l.special = make_special_kernel(node, l.in, l.out);
+          break;
+      }
+    }
+    for (const Tensor& t : l.out) l.out_data.push_back(t.defined() ? t.raw_data() : nullptr);
+    launches_.push_back(std::move(l));
+  }
+  report_.launches = launches_.size();
+  profile_ = std::getenv("KILN_GRAPH_PROFILE") != nullptr;
+  launch_ns_.assign(launches_.size(), 0.0);
+}
+
+bool Executable::accepts(std::span<const Tensor> inputs) const {
+  if (inputs.size() != graph_.inputs().size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ops::TensorMeta& m = graph_.value(graph_.inputs()[i]).meta;
+    if (inputs[i].shape() != m.shape || inputs[i].dtype() != m.dtype) return false;
+  }
+  return true;
+}
+
+void Executable::check_bindings() {
+  if (arena_holder_->storage != arena_) {
+    bind();  // another graph grew the shared arena
+    return;
+  }
+  for (const auto& [v, data] : state_data_) {
+    if (graph_.value(v).tensor.impl()->storage->data() != data) {
+      bind();  // someone gave a parameter new memory: rebind (rare; costs no recompile)
+      return;
+    }
+  }
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
+  if (inputs.size() != graph_.inputs().size()) {
+    throw Error("compiled graph: expects " + std::to_string(graph_.inputs().size()) +
+                " inputs, got " + std::to_string(inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueId v = graph_.inputs()[i];
+    const ops::TensorMeta& m = graph_.value(v).meta;
+    if (inputs[i].shape() != m.shape || inputs[i].dtype() != m.dtype) {
+      throw ShapeError("compiled graph: input " + std::to_string(i) + " (" + graph_.value(v).name +
+                       ") is " + describe(inputs[i]) + " but the graph was compiled for " +
+                       std::string(dtype_name(m.dtype)) + m.shape.str() + " (recompile)");
+    }
+  }
+  check_bindings();
+  ops::NoGradGuard no_grad;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    bound_[size_t(graph_.inputs()[i])].copy_from(inputs[i]);
+
+  ++steps_run_;
+  for (size_t li = 0; li < launches_.size(); ++li) {
+    Launch& l = launches_[li];
+    auto lt0 =
+        profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    switch (l.kind) {
+      case Launch::Kind::kernel:
+        if (l.reseed) l.attrs.seed = int64_t(default_generator().next_u64() >> 1);
+        l.kernel(l.in, l.out, l.attrs);
+        break;
+      case Launch::Kind::pointwise:
+        ops::pointwise_kernel(l.op, l.in, l.out, l.attrs);
+        break;
+      case Launch::Kind::fused:
+        l.fused->run(l.in, l.out[0]);
+        break;
+      case Launch::Kind::copy_reshape:
+        ops::strided_copy(l.in[0], l.out[0]);
+        break;
+      case Launch::Kind::view_copy:
+        l.out[0].copy_from(l.view(l.in[0], l.attrs));
+        break;
+      case Launch::Kind::special:
+        l.special->run(l.in, l.out);
+        break;
+    }
+    if (profile_) {
+      launch_ns_[li] +=
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - lt0).count();
+    }
+    for (size_t j = 0; j < l.out.size(); ++j) {
+      if (l.out[j].defined() && l.out[j].raw_data() != l.out_data[j]) {
+        throw Error(std::string(node_label(graph_.node(l.node))) +
+                    ": the kernel replaced its output tensor instead of writing into it");
+      }
+    }
+  }
+
+  std::vector<Tensor> outputs;
+  for (ValueId v : graph_.outputs()) outputs.push_back(bound_[size_t(v)].clone());
+  return outputs;
+}
+
+}  // namespace kiln::graph

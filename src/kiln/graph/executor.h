@@ -1,0 +1,91 @@
+#pragma once
+// Compiling a traced graph and running it. Compilation runs the passes, plans memory and binds
+// every value to its tensor once; a step then walks a precomputed list of kernel launches with
+// bound buffers: no shape inference, no allocation, no lookups.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/ir.h"
+#include "kiln/graph/memory_plan.h"
+
+namespace kiln::graph {
+
+// Memory shared by the graphs of one training step (one per input shape): they never run at
+// the same time, so one arena, sized for the largest, serves them all.
+struct Arena {
+  std::shared_ptr<Storage> storage;
+};
+
+struct CompileOptions {
+  bool optimize = true;    // constant folding, CSE, DCE, algebraic simplification
+  bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
+  bool inplace = true;     // the memory plan may write an elementwise output over a dying input
+  bool check_plan = true;  // verify the memory plan (no two live tensors overlap)
+  std::string dump_dir;    // when set, the IR before and after the passes is written there
+  std::string dump_name = "graph";
+  std::shared_ptr<Arena> arena;  // shared with other graphs; null: a private one
+};
+
+struct CompileReport {
+  double trace_ms = 0;    // filled in by whoever traced
+  double compile_ms = 0;  // passes, memory plan and binding
+  size_t nodes_traced = 0;
+  size_t nodes_compiled = 0;
+  size_t launches = 0;
+  int simplified = 0, folded = 0, cse_merged = 0, dce_removed = 0;
+  int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0;
+  int64_t arena_bytes = 0;      // the plan's peak
+  int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
+  int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
+  int64_t constant_bytes = 0;   // folded and traced constants
+  int inplace_reuses = 0;
+  std::string str() const;  // one line, for logs
+};
+
+class Executable {
+ public:
+  Executable(Graph graph, const CompileOptions& options);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Runs one step: copies `inputs` (shapes and dtypes must match the graph's inputs) into the
+  // arena, runs every launch, and returns copies of the graph's outputs.
+  std::vector<Tensor> run(std::span<const Tensor> inputs);
+
+  const CompileReport& report() const { return report_; }
+  CompileReport& report() { return report_; }
+  const Graph& graph() const { return graph_; }
+  const MemoryPlan& plan() const { return plan_; }
+  // Per-launch times summed over the steps run so far, grouped by kernel label, longest first
+  // (collected only when KILN_GRAPH_PROFILE is set in the environment).
+  std::string profile_summary() const;
+  // Whether inputs with these metas can run without recompiling.
+  bool accepts(std::span<const Tensor> inputs) const;
+
+ private:
+  struct Launch;
+  void bind();
+  void check_bindings();
+
+  Graph graph_;
+  CompileOptions options_;
+  CompileReport report_;
+  MemoryPlan plan_;
+  std::vector<bool> view_aliases_;
+  std::shared_ptr<Arena> arena_holder_;
+  std::shared_ptr<Storage> arena_;  // the storage bound now
+  std::vector<Tensor> bound_;       // per value
+  std::vector<Launch> launches_;
+  std::vector<std::pair<ValueId, const void*>> state_data_;
+  bool profile_ = false;
+  std::vector<double> launch_ns_;  // per launch, when profiling
+  int64_t steps_run_ = 0;          // to notice a replaced storage
+};
+
+// Runs the optimization and fusion passes the options ask for, updating the report's counts.
+void run_passes(Graph& graph, const CompileOptions& options, CompileReport& report);
+
+}  // namespace kiln::graph

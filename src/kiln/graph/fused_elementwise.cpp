@@ -1,0 +1,94 @@
+#include "kiln/graph/fused_elementwise.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kiln/core/error.h"
+#include "kiln/ops/kernels/pointwise.h"
+
+namespace kiln::graph {
+namespace {
+
+// Per-thread temporaries for the chain's intermediate tiles, grown once and kept.
+float* scratch(size_t tiles) {
+  thread_local std::vector<float> buffer;
+  size_t need = tiles * size_t(ops::kTile) + 16;
+  if (buffer.size() < need) buffer.resize(need);
+  // 64-byte aligned start.
+  uintptr_t p = reinterpret_cast<uintptr_t>(buffer.data());
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t(63));
+}
+
+void identity_tile(float* out, const float* const* in, int64_t n, const ops::Attrs&) {
+  std::memcpy(out, in[0], size_t(n) * sizeof(float));
+}
+
+}  // namespace
+
+FusedElementwise::FusedElementwise(const std::vector<FusedStep>& chain) {
+  for (const FusedStep& s : chain) {
+    const ops::OpDef& def = ops::op_def(s.op);
+    if (s.op == ops::OpKind::broadcast_to) {
+      steps_.push_back(Step{identity_tile, s.attrs, 1, {s.args[0]}});
+      continue;
+    }
+    if (!def.tile)
+      throw Error("fused kernel: op " + std::string(def.name) + " has no tile function");
+    if (s.args.size() > 8)
+      throw Error("fused kernel: op " + std::string(def.name) + " has too many inputs");
+    Step step{def.tile, s.attrs, int(s.args.size()), {}};
+    for (size_t i = 0; i < s.args.size(); ++i) step.args[i] = s.args[i];
+    steps_.push_back(step);
+  }
+}
+
+void FusedElementwise::eval_tile(const float* const* in, float* o, int64_t n) const {
+  const size_t last = steps_.size() - 1;
+  float* temps = scratch(last);
+  const float* args[8];
+  for (size_t s = 0; s <= last; ++s) {
+    const Step& st = steps_[s];
+    for (int a = 0; a < st.num_args; ++a) {
+      int r = st.args[a];
+      args[a] = r >= 0 ? in[r] : temps + size_t(-1 - r) * size_t(ops::kTile);
+    }
+    float* dst = s == last ? o : temps + s * size_t(ops::kTile);
+    st.fn(dst, args, n, st.attrs);
+  }
+}
+
+void FusedElementwise::run(std::span<const Tensor> inputs, Tensor& out) const {
+  ops::TileBody body{[](const void* ctx, float* o, const float* const* in, int64_t n) {
+                       static_cast<const FusedElementwise*>(ctx)->eval_tile(in, o, n);
+                     },
+                     this};
+  ops::pointwise_apply(inputs, out, body);
+}
+
+void FusedElementwise::run_flat(const float* const* inputs, const bool* scalar, int64_t offset,
+                                int64_t n, float* out) const {
+  int num_inputs = 0;
+  for (const Step& st : steps_) {
+    for (int a = 0; a < st.num_args; ++a) num_inputs = std::max(num_inputs, st.args[a] + 1);
+  }
+  const int64_t tiles = (n + ops::kTile - 1) / ops::kTile;
+#pragma omp parallel if (n > 32768)
+  {
+    alignas(64) float broadcast[8][ops::kTile];
+    for (int k = 0; k < num_inputs; ++k) {
+      if (scalar[k]) std::fill(broadcast[k], broadcast[k] + ops::kTile, inputs[k][0]);
+    }
+    const float* ptrs[8];
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t begin = t * ops::kTile, m = std::min(ops::kTile, n - begin);
+      for (int k = 0; k < num_inputs; ++k) {
+        ptrs[k] = scalar[k] ? broadcast[k] : inputs[k] + offset + begin;
+      }
+      eval_tile(ptrs, out + begin, m);
+    }
+  }
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,30 @@
+#include "kiln/graph/fused_kernels.h"
+
+#include "kiln/core/error.h"
+
+namespace kiln::graph {
+
+std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
+                                                   std::span<const Tensor> outputs) {
+  switch (node.type) {
+    case NodeType::epilogue:
+      if (node.op == ops::OpKind::max_pool2d_grad) {
+        if (!can_run_max_pool_grad(node, inputs, outputs)) {
+          throw Error(node_label(node) + ": operands " + describe(inputs[1]) +
+                      " cannot run the fused pooling gradient");
+        }
+        return make_max_pool_grad_kernel(node, inputs, outputs);
+      }
+      return make_epilogue_kernel(node, inputs, outputs);
+    case NodeType::bn_relu:
+    case NodeType::bn_relu_grad:
+      return make_bn_relu_kernel(node, inputs, outputs);
+    case NodeType::fused_reduction:
+      return make_reduction_kernel(node, inputs, outputs);
+    default:
+      break;
+  }
+  throw Error("graph executor: no kernel for node " + node_label(node));
+}
+
+}  // namespace kiln::graph

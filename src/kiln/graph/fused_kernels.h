@@ -1,0 +1,57 @@
+#pragma once
+// Kernels of the fused nodes that are not plain elementwise chains: conv2d/matmul with oneDNN
+// post-ops, BatchNorm+ReLU forward and backward, elementwise-into-reduction. Each is built once,
+// at bind time, for its bound tensors (primitives created, scratch allocated), then only run.
+#include <memory>
+#include <span>
+
+#include "kiln/graph/ir.h"
+
+namespace kiln::graph {
+
+class SpecialKernel {
+ public:
+  virtual ~SpecialKernel() = default;
+  virtual void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
+};
+
+// Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad or fused_reduction) over
+// the tensors it will be run with.
+std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
+                                                   std::span<const Tensor> outputs);
+
+// Whether a conv2d/matmul node (plain or with post-ops) can run as a primitive built once for
+// these bound tensors (dense weights, rank-2 matmul operands with a unit stride).
+bool can_precompile(const Node& node, std::span<const Tensor> inputs,
+                    std::span<const Tensor> outputs);
+
+// A reduction as one pass over dense memory: out[o, j] = sum_r in[o, r, j] in the input's
+// memory order, with the output row-major.
+struct ReductionGeometry {
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+// The dims of `in` that sum/mean (attrs.axes; empty: all) or sum_to (attrs.shape) reduce.
+std::vector<bool> reduction_mask(ops::OpKind op, const ops::Attrs& attrs,
+                                 const ops::TensorMeta& in);
+// Whether reducing `in` over `mask` has that form; fills g when it does.
+bool reduction_geometry(const ops::TensorMeta& in, const std::vector<bool>& mask,
+                        ReductionGeometry& g);
+
+// max_pool2d_grad with non-overlapping windows, one pass (see kernels/max_pool_grad.cpp).
+bool can_run_max_pool_grad(const Node& node, std::span<const Tensor> inputs,
+                           std::span<const Tensor> outputs);
+std::shared_ptr<SpecialKernel> make_max_pool_grad_kernel(const Node& node,
+                                                         std::span<const Tensor> inputs,
+                                                         std::span<const Tensor> outputs);
+
+// Per-type factories (one file each).
+std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
+                                                    std::span<const Tensor> inputs,
+                                                    std::span<const Tensor> outputs);
+std::shared_ptr<SpecialKernel> make_bn_relu_kernel(const Node& node, std::span<const Tensor> inputs,
+                                                   std::span<const Tensor> outputs);
+std::shared_ptr<SpecialKernel> make_reduction_kernel(const Node& node,
+                                                     std::span<const Tensor> inputs,
+                                                     std::span<const Tensor> outputs);
+
+}  // namespace kiln::graph

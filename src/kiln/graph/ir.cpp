@@ -1,0 +1,254 @@
+#include "kiln/graph/ir.h"
+
+#include <sstream>
+
+#include "kiln/core/error.h"
+
+namespace kiln::graph {
+namespace {
+
+template <class T>
+std::string list_str(const T& xs) {
+  std::ostringstream s;
+  s << "[";
+  bool first = true;
+  for (auto x : xs) {
+    if (!first) s << ",";
+    s << x;
+    first = false;
+  }
+  s << "]";
+  return s.str();
+}
+
+// Only the attributes that differ from their defaults, so lines stay short.
+std::string attrs_str(const ops::Attrs& a) {
+  static const ops::Attrs d;
+  std::ostringstream s;
+  auto field = [&](const char* name, const std::string& v) { s << " " << name << "=" << v; };
+  if (a.axes != d.axes) field("axes", list_str(a.axes));
+  if (a.shape != d.shape) field("shape", list_str(a.shape));
+  if (a.kernel != d.kernel) field("kernel", list_str(a.kernel));
+  if (a.stride != d.stride) field("stride", list_str(a.stride));
+  if (a.padding != d.padding) field("padding", list_str(a.padding));
+  if (a.dilation != d.dilation) field("dilation", list_str(a.dilation));
+  if (a.groups != d.groups) field("groups", std::to_string(a.groups));
+  if (a.start != d.start || a.end != d.end || a.step != d.step) {
+    field("slice",
+          std::to_string(a.start) + ":" + std::to_string(a.end) + ":" + std::to_string(a.step));
+  }
+  if (a.num_classes != d.num_classes) field("num_classes", std::to_string(a.num_classes));
+  if (a.reduction != d.reduction) field("reduction", std::to_string(a.reduction));
+  if (a.keepdims) field("keepdims", "1");
+  if (a.training) field("training", "1");
+  if (a.transpose_a) field("transpose_a", "1");
+  if (a.transpose_b) field("transpose_b", "1");
+  if (a.nesterov) field("nesterov", "1");
+  auto num = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  if (a.scalar != d.scalar) field("scalar", num(a.scalar));
+  if (a.momentum != d.momentum) field("momentum", num(a.momentum));
+  if (a.weight_decay != d.weight_decay) field("weight_decay", num(a.weight_decay));
+  if (a.dtype != d.dtype) field("dtype", std::string(dtype_name(a.dtype)));
+  std::string out = s.str();
+  return out.empty() ? out : " {" + out.substr(1) + "}";
+}
+
+std::string meta_str(const ops::TensorMeta& m) {
+  std::string s = std::string(dtype_name(m.dtype)) + m.shape.str();
+  if (m.layout == ops::Layout::channels_last) s += " nhwc";
+  return s;
+}
+
+const char* kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::input:
+      return "input";
+    case ValueKind::state:
+      return "state";
+    case ValueKind::constant:
+      return "const";
+    case ValueKind::intermediate:
+      return "value";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ValueId Graph::add_value(const ops::TensorMeta& meta, ValueKind kind, std::string name) {
+  Value v;
+  v.meta = meta;
+  v.kind = kind;
+  v.name = std::move(name);
+  values_.push_back(std::move(v));
+  return ValueId(values_.size() - 1);
+}
+
+NodeId Graph::add_node(Node node, const std::vector<ops::TensorMeta>& output_metas) {
+  NodeId id = NodeId(nodes_.size());
+  node.outputs.clear();
+  for (size_t i = 0; i < output_metas.size(); ++i) {
+    ValueId v = add_value(output_metas[i], ValueKind::intermediate);
+    values_[size_t(v)].producer = id;
+    values_[size_t(v)].output_index = int(i);
+    node.outputs.push_back(v);
+  }
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+std::vector<NodeId> Graph::schedule() const {
+  std::vector<NodeId> order;
+  order.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].dead) order.push_back(NodeId(i));
+  }
+  return order;
+}
+
+size_t Graph::num_live_nodes() const {
+  size_t n = 0;
+  for (const Node& node : nodes_) n += node.dead ? 0 : 1;
+  return n;
+}
+
+void Graph::replace_uses(ValueId from, ValueId to) {
+  for (Node& node : nodes_) {
+    if (node.dead) continue;
+    for (ValueId& v : node.inputs) {
+      if (v == from) v = to;
+    }
+  }
+  for (ValueId& v : outputs_) {
+    if (v == from) v = to;
+  }
+}
+
+std::vector<std::vector<NodeId>> Graph::users() const {
+  std::vector<std::vector<NodeId>> out(values_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].dead) continue;
+    for (ValueId v : nodes_[i].inputs) {
+      if (v != kNoValue) out[size_t(v)].push_back(NodeId(i));
+    }
+  }
+  return out;
+}
+
+void Graph::reorder(const std::vector<NodeId>& order) {
+  std::vector<Node> nodes;
+  nodes.reserve(order.size());
+  for (NodeId n : order) nodes.push_back(std::move(nodes_[size_t(n)]));
+  nodes_ = std::move(nodes);
+  for (Value& v : values_) v.producer = -1;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (size_t j = 0; j < nodes_[i].outputs.size(); ++j) {
+      Value& v = values_[size_t(nodes_[i].outputs[j])];
+      v.producer = NodeId(i);
+      v.output_index = int(j);
+    }
+  }
+  // Values whose producer vanished are unreachable; mark them so verify() catches misuse.
+}
+
+std::string Graph::str() const {
+  std::ostringstream s;
+  for (ValueId v : inputs_) {
+    s << "input %" << v << " " << value(v).name << " : " << meta_str(value(v).meta) << "\n";
+  }
+  // Bound values that live nodes use, in id order.
+  std::vector<bool> used(values_.size());
+  for (const Node& n : nodes_) {
+    if (n.dead) continue;
+    for (ValueId v : n.inputs) {
+      if (v != kNoValue) used[size_t(v)] = true;
+    }
+  }
+  for (size_t i = 0; i < values_.size(); ++i) {
+    const Value& v = values_[i];
+    if (!used[i] || (v.kind != ValueKind::state && v.kind != ValueKind::constant)) continue;
+    s << kind_name(v.kind) << " %" << i;
+    if (!v.name.empty()) s << " " << v.name;
+    s << " : " << meta_str(v.meta) << "\n";
+  }
+  for (const Node& n : nodes_) {
+    if (n.dead) continue;
+    for (size_t j = 0; j < n.outputs.size(); ++j) s << (j ? ", %" : "%") << n.outputs[j];
+    s << (n.outputs.empty() ? "" : " = ") << node_label(n) << "(";
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      s << (j ? ", " : "");
+      if (n.inputs[j] == kNoValue) {
+        s << "none";
+      } else {
+        s << "%" << n.inputs[j];
+      }
+    }
+    s << ")" << attrs_str(n.attrs);
+    if (!n.outputs.empty()) s << " :";
+    for (size_t j = 0; j < n.outputs.size(); ++j) {
+      s << (j ? ", " : " ") << meta_str(value(n.outputs[j]).meta);
+    }
+    s << "\n";
+  }
+  s << "return";
+  for (size_t j = 0; j < outputs_.size(); ++j) s << (j ? ", %" : " %") << outputs_[j];
+  s << "\n";
+  return s.str();
+}
+
+void Graph::verify() const {
+  std::vector<bool> defined(values_.size());
+  for (size_t i = 0; i < values_.size(); ++i) {
+    defined[i] = values_[i].kind != ValueKind::intermediate;
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.dead) continue;
+    for (ValueId v : n.inputs) {
+      if (v == kNoValue) continue;
+      if (v < 0 || size_t(v) >= values_.size() || !defined[size_t(v)]) {
+        throw Error("graph verify: node " + std::to_string(i) + " (" + node_label(n) + ") uses %" +
+                    std::to_string(v) + " before it is defined");
+      }
+    }
+    for (ValueId v : n.outputs) defined[size_t(v)] = true;
+  }
+  for (ValueId v : outputs_) {
+    if (!defined[size_t(v)]) {
+      throw Error("graph verify: output %" + std::to_string(v) + " is never defined");
+    }
+  }
+}
+
+std::string node_label(const Node& node) {
+  switch (node.type) {
+    case NodeType::op:
+      return std::string(ops::op_name(node.op));
+    case NodeType::fused_elementwise:
+    case NodeType::fused_reduction:
+    case NodeType::epilogue:
+    case NodeType::bn_relu:
+    case NodeType::bn_relu_grad: {
+      std::string s = "fused[";
+      for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
+      return s + "]";
+    }
+  }
+  return "?";
+}
+
+bool has_side_effects(const Node& node) {
+  if (node.type != NodeType::op && node.type != NodeType::bn_relu) return false;
+  if (node.type == NodeType::bn_relu) return node.attrs.training;
+  return ops::op_def(node.op).mutated_inputs != 0;
+}
+
+bool is_view(const Node& node) {
+  return node.type == NodeType::op && ops::op_def(node.op).view != nullptr;
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,121 @@
+#pragma once
+// The SSA IR of graph mode. A Graph is a list of nodes in schedule order (the order they were
+// traced in, which is always a valid program order, also for in-place updates of step state);
+// every value is defined exactly once, by a node or by binding (inputs, state, constants).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+#include "kiln/ops/op.h"
+
+namespace kiln::graph {
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+inline constexpr ValueId kNoValue = -1;
+
+enum class ValueKind : uint8_t {
+  input,         // fed by the caller every step (images, labels): copied into the arena
+  state,         // a real tensor bound by reference (parameters, BN running stats, optimizer
+                 // state, the lr scalar): kernels read and update it in place
+  constant,      // a tensor nobody outside the graph can see or change: foldable
+  intermediate,  // produced by a node; lives in the arena (or aliases one, for views)
+};
+
+struct Value {
+  ops::TensorMeta meta;
+  ValueKind kind = ValueKind::intermediate;
+  NodeId producer = -1;  // intermediates only
+  int output_index = 0;
+  Tensor tensor;  // state and constant values: the bound tensor
+  std::string name;
+};
+
+// One step of a fused elementwise kernel: `op`'s tile over `args`, each an external input of the
+// fused node (arg >= 0) or the result of an earlier step (arg = -1 - step).
+struct FusedStep {
+  ops::OpKind op;
+  ops::Attrs attrs;
+  std::vector<int> args;
+};
+
+// What a conv2d/matmul node applies to its result before writing it (oneDNN post-ops).
+enum class PostOp : uint8_t {
+  relu,          // max(y, 0)
+  add_residual,  // y + extra input (the node's last input)
+  relu_grad,     // max_pool2d_grad only: y * (x > 0), x being the pool's input (a relu output)
+};
+
+enum class NodeType : uint8_t {
+  op,                 // one op from the op table
+  fused_elementwise,  // a chain of elementwise ops in one pass over memory (`chain`)
+  fused_reduction,    // elementwise chain feeding a sum/mean (`chain`, then `op`)
+  epilogue,           // conv2d/matmul (`op`) with `post_ops` folded in
+  bn_relu,            // batch_norm + relu (forward)
+  bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
+};
+
+struct Node {
+  NodeType type = NodeType::op;
+  ops::OpKind op{};
+  ops::Attrs attrs;
+  std::vector<ValueId> inputs;  // kNoValue where an optional input is absent
+  std::vector<ValueId> outputs;
+  std::vector<FusedStep> chain;      // fused_elementwise / fused_reduction
+  std::vector<PostOp> post_ops;      // epilogue
+  std::vector<std::string> members;  // names of the ops a fused node replaced (dump, tests)
+  ops::TensorMeta chain_meta;        // fused_reduction: the chain's result, before reducing
+  bool dead = false;
+};
+
+class Graph {
+ public:
+  ValueId add_value(const ops::TensorMeta& meta, ValueKind kind, std::string name = {});
+  // Appends a node and creates its output values; returns the node's id.
+  NodeId add_node(Node node, const std::vector<ops::TensorMeta>& output_metas);
+
+  Value& value(ValueId v) { return values_[size_t(v)]; }
+  const Value& value(ValueId v) const { return values_[size_t(v)]; }
+  Node& node(NodeId n) { return nodes_[size_t(n)]; }
+  const Node& node(NodeId n) const { return nodes_[size_t(n)]; }
+  size_t num_values() const { return values_.size(); }
+  size_t num_nodes() const { return nodes_.size(); }
+  // Live nodes in schedule order.
+  std::vector<NodeId> schedule() const;
+  size_t num_live_nodes() const;
+
+  std::vector<ValueId>& inputs() { return inputs_; }
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  std::vector<ValueId>& outputs() { return outputs_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+
+  // Rewrites every use of `from` (node inputs, graph outputs) to `to`.
+  void replace_uses(ValueId from, ValueId to);
+  // Consumers of every value (live nodes only; a node appears once per use).
+  std::vector<std::vector<NodeId>> users() const;
+  // Replaces the nodes list by `order` (live nodes, a valid order); ids are renumbered.
+  void reorder(const std::vector<NodeId>& order);
+
+  // One line per node: "%7 = conv2d(%3, %5, %6) {stride=[1,1] …} : f32[64, 6, 28, 28]".
+  std::string str() const;
+  // Throws Error if a live node uses an undefined value or a value before its definition.
+  void verify() const;
+
+ private:
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> outputs_;
+};
+
+// Display name of a node: the op's name, "fused[add,mul,relu]" for fused nodes.
+std::string node_label(const Node& node);
+// Whether the node writes one of its inputs in place (optimizer updates, BN running stats):
+// such nodes are never removed, merged, fused or moved.
+bool has_side_effects(const Node& node);
+// Whether the op's output aliases its first input (reshape, transpose, slice).
+bool is_view(const Node& node);
+
+}  // namespace kiln::graph

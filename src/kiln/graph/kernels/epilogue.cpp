@@ -1,0 +1,246 @@
+// conv2d / matmul with oneDNN post-ops (bias, relu, residual add) for the graph executor.
+// Everything oneDNN needs is built once, at bind time, for the bound tensors: primitive,
+// memory objects, argument maps, the blocked-weights buffer. A step only reorders the weights
+// (they change every step) and executes.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <unordered_map>
+
+#include "kiln/core/error.h"
+#include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/dnnl/context.h"
+
+namespace kiln::graph {
+namespace {
+using namespace ops::dnnl_util;
+
+dnnl::primitive_attr post_op_attr(const Node& node, const Tensor* residual) {
+  dnnl::primitive_attr attr = scratchpad_attr();
+  dnnl::post_ops po;
+  for (PostOp p : node.post_ops) {
+    switch (p) {
+      case PostOp::relu:
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        break;
+      case PostOp::add_residual:
+        po.append_binary(dnnl::algorithm::binary_add, desc_of(*residual, "fused epilogue"));
+        break;
+      case PostOp::relu_grad:
+        throw Error(node_label(node) + ": relu_grad is not a oneDNN post-op");
+    }
+  }
+  attr.set_post_ops(po);
+  return attr;
+}
+
+int residual_post_op_index(const Node& node) {
+  for (size_t i = 0; i < node.post_ops.size(); ++i) {
+    if (node.post_ops[i] == PostOp::add_residual) return int(i);
+  }
+  return -1;
+}
+
+class DnnlEpilogue : public SpecialKernel {
+ public:
+  void run(std::span<const Tensor>, std::span<Tensor>) override {
+    dnnl::stream& s = stream();
+    if (scratch_bytes_ > 0) scratch_.set_data_handle(scratchpad(scratch_bytes_));
+    if (has_src_reorder_) src_reorder_.execute(s, src_reorder_args_);
+    if (has_reorder_) reorder_.execute(s, reorder_args_);
+    prim_.execute(s, args_);
+  }
+
+ protected:
+  // Memory over a bound tensor's data (fixed for the arena's lifetime).
+  dnnl::memory bind(int arg, const dnnl::memory::desc& md, const Tensor& t) {
+    dnnl::memory m(md, engine(), t.raw_data());
+    args_[arg] = m;
+    return m;
+  }
+  void bind_scratch(const dnnl::primitive_desc_base& pd) {
+    dnnl::memory::desc sp = pd.scratchpad_desc();
+    scratch_bytes_ = sp.get_size();
+    if (scratch_bytes_ > 0) {
+      scratch_ = dnnl::memory(sp, engine(), DNNL_MEMORY_NONE);
+      args_[DNNL_ARG_SCRATCHPAD] = scratch_;
+    }
+  }
+  // Weights arrive in the user's plain layout; the primitive wants its own (blocked) one.
+  void bind_weights(const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
+                    const Tensor& w) {
+    if (user == wanted) {
+      bind(DNNL_ARG_WEIGHTS, user, w);
+      return;
+    }
+    has_reorder_ = true;
+    weights_buffer_ = Tensor::empty(Shape{int64_t(wanted.get_size())}, DType::u8);
+    dnnl::memory from(user, engine(), w.raw_data());
+    dnnl::memory to(wanted, engine(), weights_buffer_.raw_data());
+    dnnl::reorder::primitive_desc rpd(engine(), user, engine(), wanted);
+    reorder_ = dnnl::reorder(rpd);
+    reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    args_[DNNL_ARG_WEIGHTS] = to;
+  }
+  void bind_residual(const Node& node, const Tensor* residual) {
+    int idx = residual_post_op_index(node);
+    if (idx < 0) return;
+    bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1, desc_of(*residual, "fused epilogue"),
+         *residual);
+  }
+
+  // oneDNN's fast convolutions read channels-last activations; anything else is converted into
+  // a buffer of our own first (a C=1 row-major tensor already is channels-last in memory).
+  dnnl::memory::desc bind_channels_last_src(const Tensor& x) {
+    Strides cl = channels_last_strides(x.shape());
+    if (x.is_channels_last() || (x.shape()[1] == 1 && x.is_contiguous())) {
+      auto md = desc_of(x.shape(), cl, x.dtype(), "conv2d");
+      bind(DNNL_ARG_SRC, md, x);
+      return md;
+    }
+    auto user = desc_of(x, "conv2d");
+    auto md = desc_of(x.shape(), cl, x.dtype(), "conv2d");
+    src_buffer_ = Tensor::empty_strided(x.shape(), cl, x.dtype());
+    dnnl::memory from(user, engine(), x.raw_data());
+    dnnl::memory to(md, engine(), src_buffer_.raw_data());
+    src_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), md));
+    src_reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    has_src_reorder_ = true;
+    args_[DNNL_ARG_SRC] = to;
+    return md;
+  }
+
+  dnnl::primitive prim_;
+  std::unordered_map<int, dnnl::memory> args_;
+  bool has_src_reorder_ = false;
+  dnnl::primitive src_reorder_;
+  std::unordered_map<int, dnnl::memory> src_reorder_args_;
+  Tensor src_buffer_;
+  dnnl::memory scratch_;
+  size_t scratch_bytes_ = 0;
+  bool has_reorder_ = false;
+  dnnl::primitive reorder_;
+  std::unordered_map<int, dnnl::memory> reorder_args_;
+  Tensor weights_buffer_;
+};
+
+class ConvEpilogue : public DnnlEpilogue {
+ public:
+  ConvEpilogue(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
+    const Tensor& x = in[0];
+    const Tensor& w = in[1];
+    const Tensor* bias = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
+    const Tensor* residual = in.size() > 3 && in[3].defined() ? &in[3] : nullptr;
+    const Tensor& y = out[0];
+    if (!w.is_contiguous()) throw Error("fused conv2d: weights must be row-major OIHW");
+    const ops::Attrs& a = node.attrs;
+    const int64_t g = a.groups;
+    const Shape& ws = w.shape();
+    dt type = data_type(x.dtype(), "conv2d");
+    dnnl::memory::desc user_w =
+        g == 1 ? dnnl::memory::desc(to_dims(ws), type, tag::oihw)
+               : dnnl::memory::desc({g, ws[0] / g, ws[1], ws[2], ws[3]}, type, tag::goihw);
+    dnnl::memory::desc any_w =
+        g == 1 ? dnnl::memory::desc(to_dims(ws), type, tag::any)
+               : dnnl::memory::desc({g, ws[0] / g, ws[1], ws[2], ws[3]}, type, tag::any);
+    auto src = bind_channels_last_src(x), dst = desc_of(y, "conv2d");
+    dims strides{a.stride[0], a.stride[1]}, dil{a.dilation[0] - 1, a.dilation[1] - 1},
+        pad{a.padding[0], a.padding[1]};
+    dnnl::memory::desc bmd;
+    if (bias) bmd = desc_of(*bias, "conv2d");
+    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                       dnnl::algorithm::convolution_direct, src,
+                                                       any_w, bmd, dst, strides, dil, pad, pad)
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                       dnnl::algorithm::convolution_direct, src,
+                                                       any_w, dst, strides, dil, pad, pad);
+    dnnl::convolution_forward::primitive_desc pd(desc, post_op_attr(node, residual), engine());
+    prim_ = dnnl::convolution_forward(pd);
+    bind(DNNL_ARG_DST, dst, y);
+    if (bias) bind(DNNL_ARG_BIAS, bmd, *bias);
+    bind_weights(user_w, pd.weights_desc(), w);
+    bind_residual(node, residual);
+    bind_scratch(pd);
+  }
+};
+
+// The [batch.., rows, cols] view oneDNN sees of a matmul operand, transposed through strides.
+dnnl::memory::desc operand_desc(const Tensor& t, bool transposed) {
+  Shape s = t.shape();
+  Strides st = t.strides();
+  int r = s.rank();
+  if (transposed) {
+    std::swap(s[r - 1], s[r - 2]);
+    std::swap(st[size_t(r - 1)], st[size_t(r - 2)]);
+  }
+  // Size-1 dims get canonical strides (some implementations reject odd ones).
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    if (s[i] == 1) st[size_t(i)] = acc;
+    acc = std::max(acc, st[size_t(i)] * s[i]);
+  }
+  return desc_of(s, st, t.dtype(), "matmul");
+}
+
+class MatmulEpilogue : public DnnlEpilogue {
+ public:
+  MatmulEpilogue(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
+    const Tensor& a = in[0];
+    const Tensor& b = in[1];
+    const Tensor* bias = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
+    const Tensor* residual = in.size() > 3 && in[3].defined() ? &in[3] : nullptr;
+    const Tensor& y = out[0];
+    if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
+      throw Error("fused matmul: only rank-2 operands are fused");
+    }
+    auto src = operand_desc(a, node.attrs.transpose_a);
+    auto wei = operand_desc(b, node.attrs.transpose_b);
+    auto dst = desc_of(y, "matmul");
+    dnnl::memory::desc bmd;
+    if (bias) {
+      bmd = dnnl::memory::desc({1, y.shape()[1]}, data_type(bias->dtype(), "matmul"), tag::ab);
+    }
+    auto desc = bias ? dnnl::matmul::desc(src, wei, bmd, dst) : dnnl::matmul::desc(src, wei, dst);
+    dnnl::matmul::primitive_desc pd(desc, post_op_attr(node, residual), engine());
+    prim_ = dnnl::matmul(pd);
+    bind(DNNL_ARG_SRC, src, a);
+    bind(DNNL_ARG_WEIGHTS, wei, b);
+    bind(DNNL_ARG_DST, dst, y);
+    if (bias) bind(DNNL_ARG_BIAS, bmd, *bias);
+    bind_residual(node, residual);
+    bind_scratch(pd);
+  }
+};
+
+// oneDNN's fast matmul kernels need a unit stride in one of the two matrix dims.
+bool matrix_ok(const Tensor& t) {
+  int r = t.rank();
+  return r == 2 &&
+         (t.strides()[1] == 1 || t.strides()[0] == 1 || t.shape()[0] == 1 || t.shape()[1] == 1);
+}
+
+}  // namespace
+
+bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
+  if (node.op == ops::OpKind::conv2d) {
+    return in[0].dtype() == in[1].dtype() && in[1].is_contiguous() && out[0].numel() > 0;
+  }
+  if (node.op == ops::OpKind::matmul) {
+    return in.size() >= 2 && matrix_ok(in[0]) && matrix_ok(in[1]) && out[0].rank() == 2 &&
+           out[0].numel() > 0 && in[0].shape()[node.attrs.transpose_a ? 0 : 1] > 0;
+  }
+  return false;
+}
+
+std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
+                                                    std::span<const Tensor> inputs,
+                                                    std::span<const Tensor> outputs) {
+  if (!can_precompile(node, inputs, outputs)) {
+    throw Error(node_label(node) + ": operands " + describe(inputs[0]) + ", " +
+                describe(inputs[1]) + " cannot run as a fused oneDNN primitive");
+  }
+  if (node.op == ops::OpKind::conv2d) return std::make_shared<ConvEpilogue>(node, inputs, outputs);
+  return std::make_shared<MatmulEpilogue>(node, inputs, outputs);
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,199 @@
+#include "kiln/graph/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "kiln/core/error.h"
+
+namespace kiln::graph {
+namespace {
+
+int64_t value_bytes(const Value& v) {
+  return v.meta.shape.numel() * int64_t(dtype_size(v.meta.dtype));
+}
+
+int64_t round_up(int64_t n, int64_t a) {
+  return (n + a - 1) / a * a;
+}
+
+}  // namespace
+
+bool is_pointwise(const Node& node) {
+  if (node.type == NodeType::fused_elementwise) return true;
+  return node.type == NodeType::op && ops::op_def(node.op).tile != nullptr &&
+         ops::op_def(node.op).mutated_inputs == 0;
+}
+
+MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases,
+                       const PlanOptions& options) {
+  MemoryPlan plan;
+  plan.schedule = graph.schedule();
+  const size_t nv = graph.num_values();
+  const int end = int(plan.schedule.size());
+  plan.buffer_of.assign(nv, MemoryPlan::kNone);
+  plan.alias_of.resize(nv);
+  std::iota(plan.alias_of.begin(), plan.alias_of.end(), 0);
+
+  // Which values own memory in the arena, and which alias another value's memory.
+  std::vector<bool> owns(nv);
+  for (ValueId v : graph.inputs()) owns[size_t(v)] = true;
+  for (NodeId n : plan.schedule) {
+    const Node& node = graph.node(n);
+    bool alias = is_view(node) && view_aliases[size_t(n)];
+    for (ValueId v : node.outputs) {
+      if (alias) {
+        plan.alias_of[size_t(v)] = plan.alias_of[size_t(node.inputs[0])];
+      } else {
+        owns[size_t(v)] = true;
+      }
+    }
+  }
+
+  // Lifetimes of each owning value, including uses through aliasing views.
+  std::vector<int> first(nv, end), last(nv, -2);
+  for (ValueId v : graph.inputs()) first[size_t(v)] = -1;
+  for (int pos = 0; pos < end; ++pos) {
+    const Node& node = graph.node(plan.schedule[size_t(pos)]);
+    for (ValueId v : node.outputs) {
+      ValueId r = plan.alias_of[size_t(v)];
+      first[size_t(r)] = std::min(first[size_t(r)], pos);
+      last[size_t(r)] = std::max(last[size_t(r)], pos);
+    }
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) continue;
+      ValueId r = plan.alias_of[size_t(v)];
+      last[size_t(r)] = std::max(last[size_t(r)], pos);
+    }
+  }
+  for (ValueId v : graph.outputs()) last[size_t(plan.alias_of[size_t(v)])] = end;
+
+  // Assign buffers in schedule order so in-place reuse can hand a dying input's buffer on.
+  auto new_buffer = [&](ValueId v) {
+    MemoryPlan::Buffer b;
+    b.bytes = round_up(std::max<int64_t>(value_bytes(graph.value(v)), 1), options.alignment);
+    b.first = first[size_t(v)];
+    b.last = last[size_t(v)];
+    b.values.push_back(v);
+    plan.buffers.push_back(std::move(b));
+    plan.buffer_of[size_t(v)] = int(plan.buffers.size() - 1);
+  };
+  for (ValueId v : graph.inputs()) new_buffer(v);
+  std::vector<bool> is_output(nv);
+  for (ValueId v : graph.outputs()) is_output[size_t(plan.alias_of[size_t(v)])] = true;
+  for (int pos = 0; pos < end; ++pos) {
+    const Node& node = graph.node(plan.schedule[size_t(pos)]);
+    for (ValueId out : node.outputs) {
+      if (!owns[size_t(out)]) continue;
+      int reuse = MemoryPlan::kNone;
+      if (options.inplace && is_pointwise(node) && node.outputs.size() == 1) {
+        const Value& ov = graph.value(out);
+        for (ValueId in : node.inputs) {
+          if (in == kNoValue) continue;
+          ValueId r = plan.alias_of[size_t(in)];
+          int b = plan.buffer_of[size_t(r)];
+          // The input must be a whole arena value (not a view), die here, and match exactly.
+          if (b == MemoryPlan::kNone || r != in || last[size_t(r)] != pos || is_output[size_t(r)])
+            continue;
+          if (graph.value(in).meta != ov.meta) continue;
+          if (plan.buffers[size_t(b)].last != pos) continue;
+          // No other input of this node may read the same memory through a different view.
+          bool clash = false;
+          for (ValueId other : node.inputs) {
+            if (other != kNoValue && other != in && plan.alias_of[size_t(other)] == r) clash = true;
+          }
+          if (clash) continue;
+          reuse = b;
+          break;
+        }
+      }
+      if (reuse != MemoryPlan::kNone) {
+        MemoryPlan::Buffer& b = plan.buffers[size_t(reuse)];
+        b.last = std::max(b.last, last[size_t(out)]);
+        b.values.push_back(out);
+        plan.buffer_of[size_t(out)] = reuse;
+        ++plan.inplace_reuses;
+      } else {
+        if (last[size_t(out)] < pos) last[size_t(out)] = pos;  // written, never read
+        new_buffer(out);
+      }
+    }
+  }
+
+  // Pack: largest first, each at the best-fitting gap among buffers live at the same time.
+  std::vector<int> order(plan.buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return plan.buffers[size_t(a)].bytes > plan.buffers[size_t(b)].bytes;
+  });
+  std::vector<int> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of conflicting buffers
+  for (int i : order) {
+    MemoryPlan::Buffer& b = plan.buffers[size_t(i)];
+    busy.clear();
+    for (int j : placed) {
+      const MemoryPlan::Buffer& o = plan.buffers[size_t(j)];
+      if (o.first <= b.last && b.first <= o.last) busy.emplace_back(o.offset, o.offset + o.bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+    for (auto [lo, hi] : busy) {
+      if (lo > cursor && lo - cursor >= b.bytes && lo - cursor < best_gap) {
+        best = cursor;
+        best_gap = lo - cursor;
+      }
+      cursor = std::max(cursor, hi);
+    }
+    b.offset = best >= 0 ? best : cursor;
+    plan.arena_bytes = std::max(plan.arena_bytes, b.offset + b.bytes);
+    plan.total_bytes += b.bytes;
+    placed.push_back(i);
+  }
+
+  // Peak of simultaneously live bytes, for the report.
+  std::vector<int64_t> delta(size_t(end) + 3);
+  for (const MemoryPlan::Buffer& b : plan.buffers) {
+    delta[size_t(b.first + 1)] += b.bytes;
+    delta[size_t(b.last + 2)] -= b.bytes;
+  }
+  int64_t live = 0;
+  for (int64_t d : delta) {
+    live += d;
+    plan.live_bytes_peak = std::max(plan.live_bytes_peak, live);
+  }
+  return plan;
+}
+
+void check_memory_plan(const MemoryPlan& plan) {
+  // Sweep positions in order; at each, the live buffers' ranges must be disjoint.
+  std::vector<int> order(plan.buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return plan.buffers[size_t(a)].offset < plan.buffers[size_t(b)].offset;
+  });
+  for (const MemoryPlan::Buffer& b : plan.buffers) {
+    if (b.offset < 0 || b.offset + b.bytes > plan.arena_bytes) {
+      throw Error("memory plan: buffer of %" + std::to_string(b.values.front()) +
+                  " lies outside the arena");
+    }
+    if (b.first > b.last) {
+      throw Error("memory plan: buffer of %" + std::to_string(b.values.front()) +
+                  " has an empty lifetime");
+    }
+  }
+  for (size_t x = 0; x < order.size(); ++x) {
+    const MemoryPlan::Buffer& a = plan.buffers[size_t(order[x])];
+    for (size_t y = x + 1; y < order.size(); ++y) {
+      const MemoryPlan::Buffer& b = plan.buffers[size_t(order[y])];
+      if (b.offset >= a.offset + a.bytes) break;  // sorted by offset: no later one overlaps a
+      if (a.first <= b.last && b.first <= a.last) {
+        throw Error("memory plan: %" + std::to_string(a.values.front()) + " and %" +
+                    std::to_string(b.values.front()) + " are live together at positions [" +
+                    std::to_string(std::max(a.first, b.first)) + ", " +
+                    std::to_string(std::min(a.last, b.last)) + "] and overlap in the arena");
+      }
+    }
+  }
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,53 @@
+#pragma once
+// The static memory plan: every tensor a compiled step creates gets a fixed place in one arena,
+// chosen once at compile time from the lifetimes the schedule implies, and reused every step.
+// Values whose lifetimes do not overlap share memory; an elementwise op whose input dies at it
+// writes its output over that input (in-place), when shapes, dtypes and layouts agree.
+#include <cstdint>
+#include <vector>
+
+#include "kiln/graph/ir.h"
+
+namespace kiln::graph {
+
+struct MemoryPlan {
+  struct Buffer {
+    int64_t offset = 0;  // bytes from the arena's start
+    int64_t bytes = 0;   // rounded up to the alignment
+    int first = 0;       // schedule position that writes it first (-1: before the first node)
+    int last = 0;        // last schedule position that reads it
+    std::vector<ValueId> values;  // the values stored in it (several with in-place reuse)
+  };
+  static constexpr int kNone = -1;
+  std::vector<Buffer> buffers;
+  // Per value: the buffer holding it (kNone for state, constants, and views that alias their
+  // input, which use `alias_of` instead).
+  std::vector<int> buffer_of;
+  // Per value: the value whose memory a view aliases (itself when it owns a buffer or is bound).
+  std::vector<ValueId> alias_of;
+  std::vector<NodeId> schedule;  // positions -> nodes
+  int64_t arena_bytes = 0;       // the plan's peak: the arena's size
+  int64_t live_bytes_peak = 0;   // most bytes live at one position (a lower bound for any plan)
+  int64_t total_bytes = 0;       // sum of all buffers (what allocating each separately would use)
+  int inplace_reuses = 0;
+};
+
+struct PlanOptions {
+  bool inplace = true;
+  int64_t alignment = 64;
+};
+
+// `view_aliases[node]`: whether a view node's output shares its input's memory (the executor
+// probes this; a reshape of a channels-last tensor copies). Nodes that are not views: ignored.
+MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases,
+                       const PlanOptions& options = {});
+
+// Throws Error naming the two values if any two buffers that are live at the same schedule
+// position overlap in the arena, or if a buffer lies outside it.
+void check_memory_plan(const MemoryPlan& plan);
+
+// Whether a node runs through the pointwise engine (reads and writes index by index, so its
+// output may overwrite an input that dies there).
+bool is_pointwise(const Node& node);
+
+}  // namespace kiln::graph

@@ -1,0 +1,53 @@
+#include "kiln/graph/passes/passes.h"
+
+namespace kiln::graph::passes {
+
+bool is_pure(const Node& node) {
+  if (node.dead || has_side_effects(node)) return false;
+  return !(node.type == NodeType::op && node.op == ops::OpKind::dropout);
+}
+
+std::vector<bool> mutated_values(const Graph& graph) {
+  std::vector<bool> out(graph.num_values());
+  for (NodeId n : graph.schedule()) {
+    const Node& node = graph.node(n);
+    if (!has_side_effects(node)) continue;
+    uint32_t bits = node.type == NodeType::op ? ops::op_def(node.op).mutated_inputs
+                                              : ops::op_def(ops::OpKind::batch_norm).mutated_inputs;
+    for (size_t i = 0; i < node.inputs.size() && i < 32; ++i) {
+      if ((bits >> i & 1u) && node.inputs[i] != kNoValue) out[size_t(node.inputs[i])] = true;
+    }
+  }
+  return out;
+}
+
+bool dense_as_meta(const Graph& graph, ValueId v) {
+  const Value& x = graph.value(v);
+  switch (x.kind) {
+    case ValueKind::input:
+      return true;  // copied into the arena in the meta's layout
+    case ValueKind::state:
+    case ValueKind::constant:
+      return x.tensor.is_contiguous() || x.tensor.is_channels_last();
+    case ValueKind::intermediate: {
+      if (x.producer < 0) return false;
+      const Node& p = graph.node(x.producer);
+      if (!is_view(p)) return true;
+      // reshape and contiguous return row-major memory whether they alias or copy.
+      return p.op == ops::OpKind::reshape || p.op == ops::OpKind::contiguous;
+    }
+  }
+  return false;
+}
+
+bool constant_equals(const Graph& graph, ValueId v, double x) {
+  const Value& value = graph.value(v);
+  if (value.kind != ValueKind::constant || !is_floating(value.meta.dtype)) return false;
+  if (value.meta.shape.numel() > (1 << 20)) return false;
+  for (float f : value.tensor.to_vector<float>()) {
+    if (f != float(x)) return false;
+  }
+  return true;
+}
+
+}  // namespace kiln::graph::passes

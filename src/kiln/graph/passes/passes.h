@@ -1,0 +1,52 @@
+#pragma once
+// Graph passes. Each rewrites the graph in place and returns how many rewrites it made; each
+// lives in its own file with its own tests (tests/graph/<pass>_test.cpp).
+//
+// Shared rules every pass keeps:
+//  - nodes with side effects (optimizer updates, BatchNorm's running statistics) are never
+//    removed, merged, fused or moved, and values they write are never treated as constants;
+//  - dropout is never merged or folded (each call draws its own mask);
+//  - a node only ever moves later in the schedule, and only past nodes that do not write any
+//    of its inputs.
+#include "kiln/graph/ir.h"
+
+namespace kiln::graph::passes {
+
+// Removes nodes whose outputs nothing needs (graph outputs and side effects are the roots).
+int eliminate_dead_code(Graph& graph);
+// Merges nodes that compute the same op with the same attributes on the same inputs.
+int eliminate_common_subexpressions(Graph& graph);
+// Evaluates, at compile time, nodes whose inputs are all constants (outputs up to a size cap).
+int fold_constants(Graph& graph);
+// Identities: x*1, x+0, x-0, x/1, mul_scalar(x,1), add_scalar(x,0), neg(neg(x)), same-shape
+// reshape/broadcast_to/sum_to, same-dtype cast, and mul_scalar(mul_scalar(x,a),b).
+int simplify_algebra(Graph& graph);
+// (a) Chains of elementwise ops with one consumer each become one kernel (one memory pass).
+int fuse_elementwise(Graph& graph);
+// (c) conv2d/matmul followed by bias add, relu, residual add: oneDNN post-ops.
+int fuse_epilogues(Graph& graph);
+// (b) Elementwise producers folded into the sum/mean that consumes them.
+int fuse_reductions(Graph& graph);
+// (d) batch_norm + relu forward, relu_grad + batch_norm_grad backward.
+int fuse_bn_relu(Graph& graph);
+
+// Moves each optimizer update to just after its gradient (and the parameter's last earlier
+// reader), so gradients die early. Renumbers nodes (Graph::reorder).
+int schedule_updates_early(Graph& graph);
+
+// Helpers shared by the passes.
+// Whether the node may be merged, folded or fused (no side effects, not random).
+bool is_pure(const Node& node);
+// Per value: whether some live node writes it in place.
+std::vector<bool> mutated_values(const Graph& graph);
+// Whether every element of a constant value equals `x` (false for non-constants).
+bool constant_equals(const Graph& graph, ValueId v, double x);
+// Whether the value's memory is dense in the layout its meta names (a transpose or slice view's
+// meta can say "contiguous" for strided memory; a reshape's output is always row-major).
+bool dense_as_meta(const Graph& graph, ValueId v);
+// Whether moving node `n` later, from schedule position `from` to `to`, crosses a node that
+// writes one of its inputs in place (`order`: the schedule).
+bool crosses_write(const Graph& graph, const std::vector<NodeId>& order, const Node& n, int from,
+                   int to);
+
+}  // namespace kiln::graph::passes

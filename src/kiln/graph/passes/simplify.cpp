@@ -1,0 +1,99 @@
+// Algebraic simplification: identities that autodiff and layer code leave behind.
+#include "kiln/graph/passes/passes.h"
+
+namespace kiln::graph::passes {
+namespace {
+using ops::OpKind;
+
+bool same_meta(const Graph& g, ValueId a, ValueId b) {
+  return g.value(a).meta == g.value(b).meta;
+}
+
+// A copying op on a strided view is not an identity even when the metas agree.
+bool laid_out_as_meta(const Graph& g, ValueId v) {
+  return dense_as_meta(g, v);
+}
+
+}  // namespace
+
+int simplify_algebra(Graph& graph) {
+  std::vector<bool> mutated = mutated_values(graph);
+  int rewrites = 0;
+  for (NodeId n : graph.schedule()) {
+    Node& node = graph.node(n);
+    if (node.type != NodeType::op || !is_pure(node) || node.outputs.size() != 1) continue;
+    const ValueId out = node.outputs[0];
+    ValueId replacement = kNoValue;
+    const auto& in = node.inputs;
+    const ops::Attrs& a = node.attrs;
+    switch (node.op) {
+      case OpKind::mul:
+        if (constant_equals(graph, in[1], 1.0))
+          replacement = in[0];
+        else if (constant_equals(graph, in[0], 1.0))
+          replacement = in[1];
+        break;
+      case OpKind::add:
+        if (constant_equals(graph, in[1], 0.0))
+          replacement = in[0];
+        else if (constant_equals(graph, in[0], 0.0))
+          replacement = in[1];
+        break;
+      case OpKind::sub:
+        if (constant_equals(graph, in[1], 0.0)) replacement = in[0];
+        break;
+      case OpKind::div:
+        if (constant_equals(graph, in[1], 1.0)) replacement = in[0];
+        break;
+      case OpKind::mul_scalar:
+      case OpKind::pow_scalar:
+        if (a.scalar == 1.0) replacement = in[0];
+        break;
+      case OpKind::add_scalar:
+        if (a.scalar == 0.0) replacement = in[0];
+        break;
+      case OpKind::neg: {
+        const Value& x = graph.value(in[0]);
+        if (x.producer >= 0) {
+          const Node& p = graph.node(x.producer);
+          if (!p.dead && p.type == NodeType::op && p.op == OpKind::neg) replacement = p.inputs[0];
+        }
+        break;
+      }
+      case OpKind::reshape:
+      case OpKind::broadcast_to:
+      case OpKind::sum_to:
+      case OpKind::contiguous:
+      case OpKind::cast:
+        if (laid_out_as_meta(graph, in[0])) replacement = in[0];
+        break;
+      default:
+        break;
+    }
+    if (node.op == OpKind::mul_scalar && replacement == kNoValue) {
+      // mul_scalar(mul_scalar(x, a), b) -> mul_scalar(x, a*b)
+      const Value& x = graph.value(in[0]);
+      if (x.producer >= 0) {
+        const Node& p = graph.node(x.producer);
+        if (!p.dead && p.type == NodeType::op && p.op == OpKind::mul_scalar) {
+          double s = p.attrs.scalar * a.scalar;
+          ValueId inner = p.inputs[0];
+          node.inputs[0] = inner;
+          node.attrs.scalar = s;
+          ++rewrites;
+          continue;
+        }
+      }
+    }
+    if (replacement == kNoValue) continue;
+    // The replacement must be indistinguishable: same shape, dtype and layout, and not a value
+    // that is written in place (a copy of it would not see the write).
+    if (!same_meta(graph, replacement, out) || mutated[size_t(replacement)]) continue;
+    graph.replace_uses(out, replacement);
+    node.dead = true;
+    ++rewrites;
+  }
+  return rewrites;
+}
+
+}  // namespace kiln::graph::passes

@@ -1,0 +1,113 @@
+#include "kiln/train/compiled_step.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "kiln/core/context.h"
+#include "kiln/core/error.h"
+#include "kiln/graph/autodiff.h"
+#include "kiln/graph/tracer.h"
+
+namespace kiln::train {
+namespace {
+
+// Keeps the number of live graphs (and their launch lists) bounded if shapes keep changing.
+constexpr size_t kMaxGraphs = 4;
+
+std::string shapes_str(const Tensor& a, const Tensor& b) {
+  return describe(a) + ", " + describe(b);
+}
+
+}  // namespace
+
+graph::CompileOptions options_from_context() {
+  const Context& c = get_context();
+  graph::CompileOptions o;
+  o.fusion = c.enable_graph_kernel;
+  o.dump_dir = c.save_graphs_path;
+  o.dump_name = "train_step";
+  return o;
+}
+
+CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
+                                     graph::CompileOptions options)
+    : net_(net), loss_(loss), opt_(opt), options_(std::move(options)) {
+  if (!options_.arena) options_.arena = std::make_shared<graph::Arena>();
+}
+
+CompiledTrainStep::~CompiledTrainStep() = default;
+
+graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor& labels) {
+  auto t0 = std::chrono::steady_clock::now();
+  graph::Graph g;
+  {
+    graph::Tracer tracer(g);
+    std::vector<nn::NamedTensor> state = net_.state_and_names();
+    for (auto& [name, t] : opt_.state_and_names()) {
+      if (name != "global_step") state.emplace_back("optimizer." + name, t);
+    }
+    // The per-step scalars (lr, Adam's step size) are rewritten by prepare_step(): anything
+    // computed from them must be recomputed every step, never baked in at trace time.
+    std::vector<Tensor> scalars = opt_.step_scalars();
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
+    }
+    tracer.bind_state(state);
+    Tensor x = tracer.input(ops::meta_of(images), "images");
+    Tensor y = tracer.input(ops::meta_of(labels), "labels");
+    Tensor loss = loss_(net_(x), y);
+    if (!loss.is_traced()) {
+      throw Error("graph mode: the loss does not depend on the input batch");
+    }
+    if (loss.numel() != 1) {
+      throw Error("graph mode: the loss is " + describe(loss) +
+                  ", not a scalar (use a loss with reduction \"mean\" or \"sum\")");
+    }
+    std::vector<Tensor> grads = graph::gradients(tracer, loss, opt_.parameters());
+    opt_.apply(grads);
+    tracer.add_output(loss);
+    tracer.finish();
+  }
+  double trace_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  graph::CompileOptions o = options_;
+  if (compiles_ > 0) o.dump_name += "_" + std::to_string(compiles_);
+  auto exe = std::make_unique<graph::Executable>(std::move(g), o);
+  exe->report().trace_ms = trace_ms;
+  if (verbose_) {
+    std::fprintf(stderr, "kiln graph mode: %s for inputs %s: %s\n",
+                 compiles_ == 0 ? "compiled the training step" : "input shapes changed, recompiled",
+                 shapes_str(images, labels).c_str(), exe->report().str().c_str());
+  }
+  ++compiles_;
+  if (compiled_.size() >= kMaxGraphs) compiled_.erase(compiled_.begin());
+  compiled_.push_back({net_.training(), std::move(exe)});
+  return *compiled_.back().exe;
+}
+
+Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
+  std::vector<Tensor> inputs{images, labels};
+  if (!current_ || !current_->accepts(inputs) || current_training_ != net_.training()) {
+    current_ = nullptr;
+    for (auto& c : compiled_) {
+      if (c.training == net_.training() && c.exe->accepts(inputs)) current_ = c.exe.get();
+    }
+    current_training_ = net_.training();
+    if (!current_) current_ = &compile(images, labels);
+  }
+  opt_.prepare_step();
+  std::vector<Tensor> out = current_->run(inputs);
+  opt_.advance();
+  return out[0];
+}
+
+const graph::CompileReport& CompiledTrainStep::report() const {
+  return executable().report();
+}
+
+const graph::Executable& CompiledTrainStep::executable() const {
+  if (!current_) throw Error("CompiledTrainStep: no step has run yet");
+  return *current_;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,62 @@
+#pragma once
+// Graph mode's training step: traces net + loss on symbolic inputs, differentiates the graph
+// with the eager tape's own gradient rules, appends the optimizer's fused updates, compiles the
+// whole step once and then runs it per batch. Parameters, BatchNorm statistics and optimizer
+// state are bound by reference, so eager code (eval, checkpoints) sees what graph steps did.
+//
+//   CompiledTrainStep step(net, loss, opt, options_from_context());
+//   for (auto& [x, y] : batches) float l = step.run(x, y).item<float>();
+//
+// A batch of another shape (the last, partial one) compiles a second graph, once (logged on
+// stderr); both share one arena.
+#include <memory>
+#include <vector>
+
+#include "kiln/graph/executor.h"
+#include "kiln/nn/cell.h"
+#include "kiln/optim/optimizer.h"
+
+namespace kiln::train {
+
+// Fusion from Context::enable_graph_kernel, dumps to Context::save_graphs_path.
+graph::CompileOptions options_from_context();
+
+class CompiledTrainStep {
+ public:
+  CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
+                    graph::CompileOptions options = options_from_context());
+  ~CompiledTrainStep();
+
+  // One step (forward, loss, backward, update) on a batch; returns the scalar loss. Calls the
+  // optimizer's prepare_step() before and advance() after, as Optimizer::step() does.
+  Tensor run(const Tensor& images, const Tensor& labels);
+
+  // The report of the graph the last run used (compile time, plan peak, fusion counts).
+  const graph::CompileReport& report() const;
+  // How many graphs were compiled so far (1 + recompiles for new input shapes).
+  int compiles() const { return compiles_; }
+  // The graph the last run used, after its passes.
+  const graph::Executable& executable() const;
+
+  // Silences the one-line compile messages on stderr (tests, benchmarks).
+  void set_verbose(bool on) { verbose_ = on; }
+
+ private:
+  graph::Executable& compile(const Tensor& images, const Tensor& labels);
+
+  nn::Cell& net_;
+  nn::LossCell& loss_;
+  optim::Optimizer& opt_;
+  graph::CompileOptions options_;
+  struct Compiled {
+    bool training;  // the network's mode when traced (BatchNorm, dropout behave differently)
+    std::unique_ptr<graph::Executable> exe;
+  };
+  std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
+  graph::Executable* current_ = nullptr;
+  bool current_training_ = true;
+  int compiles_ = 0;
+  bool verbose_ = true;
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,116 @@
+#include "graph_test_util.h"
+#include "kiln/graph/passes/passes.h"
+
+namespace kiln::graph {
+namespace {
+using namespace testing;
+
+const Node* only_epilogue(const Graph& g) {
+  const Node* found = nullptr;
+  for (NodeId n : g.schedule()) {
+    if (g.node(n).type == NodeType::epilogue) {
+      if (found) return nullptr;
+      found = &g.node(n);
+    }
+  }
+  return found;
+}
+
+TEST(FuseEpilogues, MatmulBiasRelu) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::relu(ops::add(ops::matmul(in[0], in[1], false, true), in[2]))};
+  };
+  std::vector<Tensor> in{random_tensor({16, 20}, 1), random_tensor({12, 20}, 2),
+                         random_tensor({12}, 3)};
+  Compiled c = expect_fused_matches(fn, in, 1e-5, 1e-5);
+  const Node* e = only_epilogue(c.exe->graph());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->members, (std::vector<std::string>{"matmul", "add", "relu"}));
+  EXPECT_EQ(c.exe->graph().num_live_nodes(), 1u);
+}
+
+TEST(FuseEpilogues, ConvBiasRelu) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::relu(ops::conv2d(in[0], in[1], in[2], {.padding = {2, 2}}))};
+  };
+  std::vector<Tensor> in{random_tensor({3, 2, 12, 12}, 1), random_tensor({6, 2, 5, 5}, 2),
+                         random_tensor({6}, 3)};
+  Compiled c = expect_fused_matches(fn, in, 1e-5, 1e-4);
+  const Node* e = only_epilogue(c.exe->graph());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->post_ops, (std::vector<PostOp>{PostOp::relu}));
+}
+
+TEST(FuseEpilogues, ConvResidualAddRelu) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor shortcut = ops::conv2d(in[0], in[2], Tensor(), {});  // 1x1, channels-last
+    Tensor y = ops::conv2d(in[0], in[1], Tensor(), {.padding = {1, 1}});
+    return std::vector<Tensor>{ops::relu(ops::add(y, shortcut))};
+  };
+  std::vector<Tensor> in{random_tensor({2, 4, 8, 8}, 1), random_tensor({8, 4, 3, 3}, 2),
+                         random_tensor({8, 4, 1, 1}, 3)};
+  Compiled c = expect_fused_matches(fn, in, 1e-5, 1e-4);
+  const Node* e = only_epilogue(c.exe->graph());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->post_ops, (std::vector<PostOp>{PostOp::add_residual, PostOp::relu}));
+}
+
+TEST(FuseEpilogues, ProductReadByOthersIsNotFused) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor z = ops::matmul(in[0], in[1]);
+    return std::vector<Tensor>{ops::relu(z), ops::neg(z)};
+  };
+  std::vector<Tensor> in{random_tensor({4, 5}, 1), random_tensor({5, 6}, 2)};
+  Compiled c = expect_fused_matches(fn, in);
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::epilogue), 0);
+}
+
+}  // namespace
+}  // namespace kiln::graph
+
+namespace kiln::graph {
+namespace {
+using namespace testing;
+
+ops::Attrs pool_attrs() {
+  ops::Attrs a;
+  a.kernel = {2, 2};
+  a.stride = {2, 2};
+  return a;
+}
+
+// relu -> max_pool backwards: max_pool2d_grad then relu_grad on the pool's input, one pass.
+TEST(FuseEpilogues, MaxPoolGradWithReluGrad) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor dx = ops::call1(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool_attrs());
+    return std::vector<Tensor>{ops::relu_grad(dx, in[1])};
+  };
+  // A relu output in channels-last (many zeros, so ties and masked winners both occur).
+  Tensor x = ops::relu(
+      ops::conv2d(random_tensor({8, 3, 12, 12}, 1), random_tensor({6, 3, 1, 1}, 2), Tensor(), {}));
+  Tensor dy = random_tensor({8, 6, 6, 6}, 3);
+  Compiled c = expect_fused_matches(fn, {dy, x}, 0, 0);
+  const Node* e = only_epilogue(c.exe->graph());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->members, (std::vector<std::string>{"max_pool2d_grad", "relu_grad"}));
+}
+
+// The graph's one-pass pooling gradient gives exactly what the op's kernel gives, for any
+// layout and for sizes the windows do not tile.
+TEST(MaxPoolGradKernel, MatchesTheOpKernelExactly) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{
+        ops::call1(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool_attrs())};
+  };
+  for (bool channels_last : {false, true}) {
+    Tensor x = random_tensor({3, 5, 9, 7}, 4);
+    if (channels_last) x = ops::relu(ops::conv2d(x, random_tensor({5, 5, 1, 1}, 5), Tensor(), {}));
+    Tensor dy = random_tensor({3, 5, 4, 3}, 6);
+    std::vector<Tensor> eager = fn({dy, x});
+    Compiled c = compile_and_run(fn, {dy, x}, {});
+    expect_all_close(c.outputs, eager, 0, 0, channels_last ? "channels-last" : "contiguous");
+  }
+}
+
+}  // namespace
+}  // namespace kiln::graph

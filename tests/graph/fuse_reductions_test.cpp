@@ -1,0 +1,64 @@
+#include "graph_test_util.h"
+#include "kiln/graph/passes/passes.h"
+
+namespace kiln::graph {
+namespace {
+using namespace testing;
+
+TEST(FuseReductions, ElementwiseChainIntoRowSum) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::mul(ops::exp(in[0]), in[1]), {1})};
+  };
+  std::vector<Tensor> in{random_tensor({300, 500}, 1), random_tensor({300, 500}, 2)};
+  Compiled c = expect_fused_matches(fn, in, 1e-3, 1e-5);
+  const Graph& g = c.exe->graph();
+  EXPECT_EQ(g.num_live_nodes(), 1u);
+  ASSERT_EQ(count_nodes(g, NodeType::fused_reduction), 1);
+  EXPECT_EQ(g.node(g.schedule()[0]).members, (std::vector<std::string>{"exp", "mul", "sum"}));
+}
+
+TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
+  // t feeds both sum_to (a bias gradient) and a matmul: the fused kernel writes t once and
+  // reduces it in the same pass.
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor t = ops::relu_grad(in[0], in[1]);
+    return std::vector<Tensor>{ops::sum_to(t, Shape{64}), ops::matmul(t, in[2], true, false)};
+  };
+  std::vector<Tensor> in{random_tensor({512, 64}, 1), random_tensor({512, 64}, 2),
+                         random_tensor({512, 8}, 3)};
+  Compiled c = expect_fused_matches(fn, in, 1e-4, 1e-5);
+  const Graph& g = c.exe->graph();
+  ASSERT_EQ(count_nodes(g, NodeType::fused_reduction), 1);
+  EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::relu_grad)), 0);
+  EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::sum_to)), 0);
+}
+
+TEST(FuseReductions, ChannelsLastSpatialMean) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor y = ops::conv2d(in[0], in[1], Tensor(), {.padding = {1, 1}});  // channels-last
+    return std::vector<Tensor>{ops::mean(ops::tanh(y), {2, 3})};
+  };
+  std::vector<Tensor> in{random_tensor({4, 3, 9, 9}, 1), random_tensor({5, 3, 3, 3}, 2)};
+  Compiled c = expect_fused_matches(fn, in, 1e-5, 1e-4);
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1);
+}
+
+TEST(FuseReductions, ScalarOperandsAndFullReduction) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::mean(ops::square(ops::sub(in[0], in[1])))};
+  };
+  std::vector<Tensor> in{random_tensor({70000}, 1), random_tensor({}, 2)};
+  Compiled c = expect_fused_matches(fn, in, 1e-5, 1e-4);
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1);
+}
+
+TEST(FuseReductions, ScatteredAxesStayUnfused) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::exp(in[0]), {0, 2})};
+  };
+  Compiled c = expect_fused_matches(fn, {random_tensor({3, 4, 5}, 1)});
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 0);
+}
+
+}  // namespace
+}  // namespace kiln::graph

@@ -1,0 +1,152 @@
+#pragma once
+// Small hand-built networks (ops only, no nn/) for graph tests, and helpers to run one training
+// step eagerly (autograd tape + sgd_update) or compiled (tracer + graph autodiff + executor).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/autograd/tape.h"
+#include "kiln/graph/autodiff.h"
+#include "kiln/graph/executor.h"
+#include "kiln/graph/tracer.h"
+#include "kiln/ops/functional.h"
+
+namespace kiln::graph::testing {
+
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  for (float& x : v) x = dist(gen);
+  return Tensor::from_vector(v, shape);
+}
+
+inline Tensor random_labels(int64_t n, int64_t classes, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = int32_t(gen() % uint64_t(classes));
+  return Tensor::from_vector(v, Shape{n});
+}
+
+// loss = f(params, x, labels)
+using LossFn = std::function<Tensor(const std::vector<Tensor>&, const Tensor&, const Tensor&)>;
+
+inline std::vector<Tensor> clone_all(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) {
+    Tensor c = t.clone();
+    c.set_requires_grad(true);
+    out.push_back(c);
+  }
+  return out;
+}
+
+// One eager SGD step; returns the loss.
+inline float eager_step(const LossFn& f, std::vector<Tensor>& params, const Tensor& x,
+                        const Tensor& labels, const Tensor& lr) {
+  Tensor loss = f(params, x, labels);
+  std::vector<Tensor> grads = autograd::grad(loss, params);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
+  return loss.item<float>();
+}
+
+// Traces forward + loss + backward + SGD update into one graph.
+inline Graph trace_step(const LossFn& f, std::vector<Tensor>& params, const Tensor& x,
+                        const Tensor& labels, const Tensor& lr) {
+  Graph g;
+  {
+    Tracer tracer(g);
+    std::vector<std::pair<std::string, Tensor>> state;
+    for (size_t i = 0; i < params.size(); ++i)
+      state.emplace_back("p" + std::to_string(i), params[i]);
+    tracer.bind_state(state);
+    Tensor tx = tracer.input(ops::meta_of(x), "x");
+    Tensor tl = tracer.input(ops::meta_of(labels), "labels");
+    Tensor loss = f(params, tx, tl);
+    std::vector<Tensor> grads = gradients(tracer, loss, params);
+    for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
+    tracer.add_output(loss);
+    tracer.finish();
+  }
+  return g;
+}
+
+inline void expect_all_close(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                             double atol, double rtol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::vector<float> x = a[i].to_vector<float>(), y = b[i].to_vector<float>();
+    ASSERT_EQ(x.size(), y.size()) << what << " tensor " << i;
+    for (size_t k = 0; k < x.size(); ++k) {
+      ASSERT_NEAR(x[k], y[k], atol + rtol * std::abs(y[k]))
+          << what << " tensor " << i << " at " << k;
+    }
+  }
+}
+
+// Two-layer perceptron with bias and relu: the smallest net that has every kind of node
+// (matmul, broadcast add, relu, loss, updates).
+inline Tensor mlp_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
+  Tensor h = ops::relu(ops::add(ops::matmul(x, p[0], false, true), p[1]));
+  Tensor logits = ops::add(ops::matmul(h, p[2], false, true), p[3]);
+  return ops::softmax_cross_entropy(logits, labels);
+}
+
+inline std::vector<Tensor> mlp_params(int64_t in, int64_t hidden, int64_t out, uint64_t seed) {
+  return clone_all({random_tensor({hidden, in}, seed, -0.3f, 0.3f),
+                    random_tensor({hidden}, seed + 1, -0.1f, 0.1f),
+                    random_tensor({out, hidden}, seed + 2, -0.3f, 0.3f),
+                    random_tensor({out}, seed + 3, -0.1f, 0.1f)});
+}
+
+// Counts live nodes of a type (or, for NodeType::op, of an op).
+inline int count_nodes(const Graph& g, NodeType type, int op = -1) {
+  int n = 0;
+  for (NodeId id : g.schedule()) {
+    const Node& node = g.node(id);
+    if (node.type == type && (op < 0 || int(node.op) == op)) ++n;
+  }
+  return n;
+}
+
+// Traces fn over graph inputs shaped like `inputs`, compiles with `options`, runs once.
+using GraphFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+struct Compiled {
+  std::unique_ptr<Executable> exe;
+  std::vector<Tensor> outputs;
+};
+inline Graph trace(const GraphFn& fn, const std::vector<Tensor>& inputs) {
+  Graph g;
+  Tracer tracer(g);
+  std::vector<Tensor> symbolic;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    symbolic.push_back(tracer.input(ops::meta_of(inputs[i]), "in" + std::to_string(i)));
+  }
+  for (const Tensor& t : fn(symbolic)) tracer.add_output(t);
+  tracer.finish();
+  return g;
+}
+inline Compiled compile_and_run(const GraphFn& fn, const std::vector<Tensor>& inputs,
+                                const CompileOptions& options) {
+  Compiled c;
+  c.exe = std::make_unique<Executable>(trace(fn, inputs), options);
+  c.outputs = c.exe->run(inputs);
+  return c;
+}
+// fn compiled with fusion on must give what it gives eagerly and with fusion off.
+inline Compiled expect_fused_matches(const GraphFn& fn, const std::vector<Tensor>& inputs,
+                                     double atol = 1e-5, double rtol = 1e-5) {
+  std::vector<Tensor> eager = fn(inputs);
+  Compiled plain = compile_and_run(fn, inputs, {.fusion = false});
+  Compiled fused = compile_and_run(fn, inputs, {.fusion = true});
+  expect_all_close(plain.outputs, eager, atol, rtol, "unfused vs eager");
+  expect_all_close(fused.outputs, plain.outputs, atol, rtol, "fused vs unfused");
+  return fused;
+}
+
+}  // namespace kiln::graph::testing
