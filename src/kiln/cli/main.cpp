@@ -1,1 +1,43 @@
-int main() { return 0; }
+// The `kiln` command: subcommands wired with CLI11. Every failure ends as
+// "kiln: error: <message>" on stderr with exit status 2, never an uncaught exception.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "kiln/cli/data_command.h"
+#include "kiln/cli/info_command.h"
+#include "kiln/cli/record_command.h"
+#include "kiln/cli/train_command.h"
+#include "kiln/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: a C++ deep-learning training engine"};
+  app.require_subcommand(1);
+  try {
+    add_train_command(app);
+    add_info_command(app);
+    add_data_command(app);
+    add_convert_command(app);
+    add_record_command(app);
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cout.flush();
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 2;
+  } catch (const kiln::Error& e) {
+    std::cout.flush();
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "kiln: error: internal: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

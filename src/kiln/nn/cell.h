@@ -2,6 +2,7 @@
 // Cell: the building block of networks (MindSpore's nn.Cell). A cell owns named parameters,
 // non-trainable buffers (BatchNorm's running statistics) and child cells, and computes in
 // `construct`. The same construct runs eagerly, on the autograd tape, or traced by graph mode.
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,7 +35,8 @@ class Cell {
 
  protected:
   explicit Cell(std::string name) : name_(std::move(name)) {}
-  // Registers a trainable parameter (requires_grad set) and returns the stored handle.
+  // Registers a trainable parameter (requires_grad set) and returns the stored handle (a Tensor
+  // copy shares the data and autograd state, so layers may keep one).
   Tensor& register_parameter(const std::string& name, Tensor value);
   Tensor& register_buffer(const std::string& name, Tensor value);
   template <class C>
@@ -52,8 +54,9 @@ class Cell {
 
   std::string name_;
   bool training_ = true;
-  std::vector<NamedTensor> parameters_;
-  std::vector<NamedTensor> buffers_;
+  // deques: references returned by register_* stay valid as more are registered.
+  std::deque<NamedTensor> parameters_;
+  std::deque<NamedTensor> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
 };
 

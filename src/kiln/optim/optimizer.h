@@ -41,7 +41,20 @@ class Optimizer {
   // Optimizer state for checkpoints ("moments.<i>", "global_step", …).
   virtual std::vector<nn::NamedTensor> state_and_names() const;
 
+  // --- Extensions ---
+  // "SGD", "Momentum", "Adam", "AdamW": for messages and checkpoints.
+  virtual std::string name() const = 0;
+  // The one-element f32 tensors prepare_step() rewrites in place (their storage never changes):
+  // a compiled step reads them as inputs, never folds them into constants.
+  virtual std::vector<Tensor> step_scalars() const { return {lr_tensor_}; }
+  // Restores what state_and_names() saved (names and shapes must match; "global_step" is read
+  // as an integer). Throws Error naming a missing or mis-shaped entry.
+  void load_state(const std::vector<nn::NamedTensor>& state);
+
  protected:
+  // Checks grads against the parameters (count, shapes); names the optimizer and the index.
+  void check_grads(const std::vector<Tensor>& grads) const;
+
   std::vector<Tensor> params_;
   LearningRate lr_;
   double weight_decay_;

@@ -1,0 +1,188 @@
+#include "kiln/cli/info_command.h"
+
+#include <cpuid.h>
+#include <jpeglib.h>
+#include <omp.h>
+#include <png.h>
+#include <zlib.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <yaml-cpp/yaml.h>
+#include <CLI/CLI.hpp>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/threads.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr const char* kKilnVersion = "0.1.0";  // project(kiln VERSION …) in CMakeLists.txt
+
+struct Regs {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+};
+
+Regs cpuid(unsigned leaf, unsigned sub = 0) {
+  Regs r;
+  if (!__get_cpuid_count(leaf, sub, &r.a, &r.b, &r.c, &r.d)) r = {};
+  return r;
+}
+
+bool bit(unsigned v, int i) {
+  return (v >> i) & 1u;
+}
+
+std::string dnnl_isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic:
+      return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl_cpu_isa_all:
+      return "all";
+    default:
+      return "unknown (" + std::to_string(int(isa)) + ")";
+  }
+}
+
+nlohmann::ordered_json collect() {
+  CpuFeatures cpu = detect_cpu_features();
+  nlohmann::ordered_json j;
+  j["kiln"] = kKilnVersion;
+  j["cpu"]["vendor"] = cpu.vendor;
+  j["cpu"]["brand"] = cpu.brand;
+  for (auto& [name, on] : cpu.flags) j["cpu"]["features"][name] = on;
+  const dnnl_version_t* v = dnnl_version();
+  j["onednn"]["version"] =
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  j["onednn"]["hash"] = v->hash ? v->hash : "";
+  j["onednn"]["cpu_runtime"] = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other";
+  j["onednn"]["effective_isa"] = dnnl_isa_name(dnnl_get_effective_cpu_isa());
+  j["threads"]["kernel_threads"] = kiln::num_threads();
+  j["threads"]["available_cores"] = kiln::available_cores();
+  j["threads"]["omp_max_threads"] = omp_get_max_threads();
+  j["libraries"]["openmp"] = std::to_string(_OPENMP);
+  j["libraries"]["cli11"] = CLI11_VERSION;
+  j["libraries"]["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
+                                    std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
+                                    std::to_string(NLOHMANN_JSON_VERSION_PATCH);
+  j["libraries"]["zlib"] = zlibVersion();
+  j["libraries"]["libpng"] = png_get_libpng_ver(nullptr);
+#ifdef LIBJPEG_TURBO_VERSION_NUMBER
+  j["libraries"]["libjpeg_turbo"] = std::to_string(LIBJPEG_TURBO_VERSION_NUMBER / 1000000) + "." +
+                                    std::to_string(LIBJPEG_TURBO_VERSION_NUMBER / 1000 % 1000) +
+                                    "." + std::to_string(LIBJPEG_TURBO_VERSION_NUMBER % 1000);
+#else
+  j["libraries"]["libjpeg"] = std::to_string(JPEG_LIB_VERSION);
+#endif
+  j["libraries"]["compiler"] = __VERSION__;
+  return j;
+}
+
+void print_text(const nlohmann::ordered_json& j) {
+  std::cout << "kiln " << j["kiln"].get<std::string>() << "\n";
+  std::cout << "cpu: " << j["cpu"]["brand"].get<std::string>() << " ("
+            << j["cpu"]["vendor"].get<std::string>() << ")\n";
+  std::cout << "cpu features:";
+  for (auto& [name, on] : j["cpu"]["features"].items()) {
+    std::cout << ' ' << name << '=' << (on.get<bool>() ? "yes" : "no");
+  }
+  std::cout << "\n";
+  std::cout << "oneDNN: " << j["onednn"]["version"].get<std::string>() << " (isa "
+            << j["onednn"]["effective_isa"].get<std::string>() << ", runtime "
+            << j["onednn"]["cpu_runtime"].get<std::string>() << ")\n";
+  std::cout << "threads: " << j["threads"]["kernel_threads"].get<int>() << " kernel threads, "
+            << j["threads"]["available_cores"].get<int>() << " available cores\n";
+  std::cout << "libraries:";
+  for (auto& [name, ver] : j["libraries"].items())
+    std::cout << ' ' << name << ' ' << ver.get<std::string>() << ';';
+  std::cout << "\n";
+}
+
+}  // namespace
+
+bool CpuFeatures::has(const std::string& flag) const {
+  for (auto& [n, on] : flags) {
+    if (n == flag) return on;
+  }
+  return false;
+}
+
+CpuFeatures detect_cpu_features() {
+  CpuFeatures f;
+  Regs r0 = cpuid(0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &r0.b, 4);
+  std::memcpy(vendor + 4, &r0.d, 4);
+  std::memcpy(vendor + 8, &r0.c, 4);
+  f.vendor = vendor;
+  char brand[49] = {};
+  if (cpuid(0x80000000).a >= 0x80000004) {
+    for (unsigned i = 0; i < 3; ++i) {
+      Regs r = cpuid(0x80000002 + i);
+      std::memcpy(brand + 16 * i, &r, 16);
+    }
+  }
+  f.brand = brand;
+  while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
+  Regs r1 = cpuid(1), r7 = cpuid(7, 0), r7_1 = cpuid(7, 1);
+  // AVX state must also be enabled by the OS (XCR0) for AVX/AVX-512 to be usable.
+  bool osxsave = bit(r1.c, 27);
+  unsigned long long xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (unsigned long long)hi << 32 | lo;
+  }
+  bool avx_os = (xcr0 & 0x6) == 0x6;
+  bool avx512_os = avx_os && (xcr0 & 0xe0) == 0xe0;
+  f.flags = {
+      {"sse4_2", bit(r1.c, 20)},
+      {"fma", bit(r1.c, 12) && avx_os},
+      {"avx", bit(r1.c, 28) && avx_os},
+      {"avx2", bit(r7.b, 5) && avx_os},
+      {"avx512f", bit(r7.b, 16) && avx512_os},
+      {"avx512dq", bit(r7.b, 17) && avx512_os},
+      {"avx512bw", bit(r7.b, 30) && avx512_os},
+      {"avx512vl", bit(r7.b, 31) && avx512_os},
+      {"avx512_vnni", bit(r7.c, 11) && avx512_os},
+      {"avx512_bf16", bit(r7_1.a, 5) && avx512_os},
+      {"avx512_fp16", bit(r7.d, 23) && avx512_os},
+      {"amx_bf16", bit(r7.d, 22)},
+  };
+  return f;
+}
+
+void add_info_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("info", "Show CPU features, oneDNN, threads and libraries");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Print one JSON object");
+  cmd->callback([json] {
+    nlohmann::ordered_json j = collect();
+    if (*json) {
+      std::cout << j.dump() << std::endl;
+    } else {
+      print_text(j);
+    }
+  });
+}
+
+}  // namespace kiln::cli

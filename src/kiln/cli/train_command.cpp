@@ -1,0 +1,306 @@
+#include "kiln/cli/train_command.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/allocator.h"
+#include "kiln/core/context.h"
+#include "kiln/core/error.h"
+#include "kiln/core/random.h"
+#include "kiln/core/threads.h"
+#include "kiln/data/config.h"
+#include "kiln/models/zoo.h"
+#include "kiln/nn/loss.h"
+#include "kiln/optim/adam.h"
+#include "kiln/optim/lr_schedule.h"
+#include "kiln/optim/momentum.h"
+#include "kiln/optim/sgd.h"
+#include "kiln/train/callbacks.h"
+#include "kiln/train/checkpoint.h"
+#include "kiln/train/image_data.h"
+#include "kiln/train/model.h"
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Fashion-MNIST's pixel mean and standard deviation after /255.
+constexpr double kFashionMean = 0.2860, kFashionStd = 0.3530;
+// Steps left out of the throughput figure (primitive creation, allocator warm-up).
+constexpr int64_t kWarmupSteps = 10;
+
+// Measures steady-state throughput: images of the steps after the first kWarmupSteps.
+class ThroughputMonitor : public train::Callback {
+ public:
+  void on_train_step_end(train::RunContext& ctx) override {
+    const auto& p = ctx.original_args();
+    ++steps_;
+    auto now = Clock::now();
+    if (steps_ == kWarmupSteps) {
+      start_ = now;
+      images_ = 0;
+    } else {
+      images_ += p.batch_size * p.steps_this_sink;
+    }
+    if (steps_ == 1) first_ = now;
+    end_ = now;
+    total_images_ += p.batch_size * p.steps_this_sink;
+    last_loss_ = p.net_outputs;
+  }
+  void on_train_begin(train::RunContext&) override { begin_ = Clock::now(); }
+  void on_train_epoch_begin(train::RunContext&) override { ++epochs_; }
+  int64_t epochs() const { return epochs_; }
+  double images_per_sec() const {
+    if (steps_ > kWarmupSteps) {
+      return double(images_) / std::chrono::duration<double>(end_ - start_).count();
+    }
+    double s = std::chrono::duration<double>(end_ - begin_).count();
+    return s > 0 ? double(total_images_) / s : 0.0;
+  }
+  int64_t steps() const { return steps_; }
+  float last_loss() const { return last_loss_; }
+
+ private:
+  int64_t steps_ = 0, images_ = 0, total_images_ = 0, epochs_ = 0;
+  float last_loss_ = 0;
+  Clock::time_point begin_, first_, start_, end_;
+};
+
+std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
+                                                 int64_t total_steps) {
+  double lr = c.lr > 0 ? c.lr : default_lr(c.optimizer);
+  optim::LearningRate schedule;
+  if (c.schedule == "constant") {
+    schedule = optim::constant_lr(lr);
+  } else if (c.schedule == "cosine") {
+    int64_t warmup = std::min<int64_t>(200, std::max<int64_t>(total_steps / 10, 1));
+    schedule = optim::linear_warmup(
+        optim::cosine_decay_lr(0.0, lr, std::max<int64_t>(total_steps - warmup, 1)), warmup, 0.1);
+  } else {
+    throw Error("kiln train: --schedule must be cosine or constant, got '" + c.schedule + "'");
+  }
+  if (c.optimizer == "momentum") {
+    return std::make_shared<optim::Momentum>(std::move(params), schedule,
+                                             optim::MomentumOptions{.momentum = 0.9});
+  }
+  if (c.optimizer == "sgd") return std::make_shared<optim::SGD>(std::move(params), schedule);
+  if (c.optimizer == "adam") return std::make_shared<optim::Adam>(std::move(params), schedule);
+  if (c.optimizer == "adamw") return std::make_shared<optim::AdamW>(std::move(params), schedule);
+  throw Error("kiln train: --optimizer must be momentum, sgd, adam or adamw, got '" + c.optimizer +
+              "'");
+}
+
+void validate(const TrainConfig& c) {
+  auto positive = [](const char* flag, int64_t v) {
+    if (v <= 0)
+      throw Error(std::string("kiln train: ") + flag + " must be > 0, got " + std::to_string(v));
+  };
+  positive("--epochs", c.epochs);
+  positive("--batch-size", c.batch_size);
+  if (c.steps != -1) positive("--steps", c.steps);
+  if (c.threads < 0) throw Error("kiln train: --threads must be >= 0");
+  if (c.mode != "eager" && c.mode != "graph") {
+    throw Error("kiln train: --mode must be eager or graph, got '" + c.mode + "'");
+  }
+  models::create(c.model);  // validates the name (cheap: a few small tensors)
+}
+
+// Applies the YAML file's keys to options not given on the command line.
+void apply_yaml(CLI::App& cmd, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw FileError("kiln train: cannot read config file " + path);
+  } catch (const YAML::Exception& e) {
+    throw FileError("kiln train: " + path + ": line " + std::to_string(e.mark.line + 1) +
+                    ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap())
+    throw Error("kiln train: " + path + " is not a mapping of flag names to values");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    std::string key = it->first.as<std::string>();
+    CLI::Option* opt = nullptr;
+    try {
+      opt = cmd.get_option("--" + key);
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (!opt || key == "config") {
+      throw Error("kiln train: " + path + ": unknown key '" + key +
+                  "' (keys are the long flag names, e.g. batch-size)");
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    if (!it->second.IsScalar()) {
+      throw Error("kiln train: " + path + ": key '" + key + "' must have a single value");
+    }
+    std::string value = it->second.as<std::string>();
+    try {
+      if (opt->get_type_size() == 0) {  // a flag
+        if (value == "true" || value == "on" || value == "1" || value == "yes")
+          opt->add_result("true");
+        else if (value != "false" && value != "off" && value != "0" && value != "no") {
+          throw Error("kiln train: " + path + ": key '" + key + "' must be true or false, got '" +
+                      value + "'");
+        }
+      } else {
+        opt->add_result(value);
+      }
+      opt->run_callback();
+    } catch (const CLI::ParseError& e) {
+      throw Error("kiln train: " + path + ": key '" + key + "': " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
+double default_lr(const std::string& optimizer) {
+  if (optimizer == "adam" || optimizer == "adamw") return 1e-3;
+  if (optimizer == "sgd") return 0.1;
+  return 0.05;  // momentum 0.9
+}
+
+TrainReport run_train(const TrainConfig& c, std::ostream& out) {
+  auto wall_start = Clock::now();
+  validate(c);
+  if (c.threads > 0) set_num_threads(c.threads);
+  set_seed(c.seed);
+  dataset::config::set_seed(c.seed);
+  set_context({.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE,
+               .enable_graph_kernel = c.graph_kernel});
+
+  train::FashionMnistOptions data{.data_dir = c.data_dir,
+                                  .usage = "train",
+                                  .batch_size = c.batch_size,
+                                  .mean = kFashionMean,
+                                  .std = kFashionStd};
+  dataset::Dataset train_ds = train::fashion_mnist(data);
+  data.usage = "test";
+  data.shuffle = false;
+  data.drop_remainder = false;
+  data.batch_size = std::max<int64_t>(c.batch_size, 256);
+  dataset::Dataset test_ds = train::fashion_mnist(data);
+
+  const int64_t steps_per_epoch = train_ds.get_dataset_size();
+  if (steps_per_epoch <= 0) throw Error("kiln train: the training set has no full batch");
+  // The schedule spans all --epochs; --steps only stops early, so a run cut short by --steps
+  // and resumed later follows the same learning-rate curve.
+  const int64_t epochs = c.epochs;
+  const int64_t total_steps = epochs * steps_per_epoch;
+
+  auto net = models::create(c.model);
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+  auto optimizer = make_optimizer(c, net->trainable_params(), total_steps);
+  train::Model model(net, loss, optimizer,
+                     {.amp_level = c.amp_level, .metrics = {"accuracy", "loss"}});
+
+  train::TrainOptions options;
+  if (!c.resume.empty()) {
+    train::ResumePoint at = train::resume_from_checkpoint(c.resume, *net, *optimizer);
+    options.initial_epoch = at.epoch;
+    options.initial_step = at.step_in_epoch;
+    options.replay_skipped_epochs = true;  // Fashion-MNIST is in memory: replaying is cheap
+    if (options.initial_epoch >= epochs) {
+      throw Error("kiln train: " + c.resume + " already finished epoch " +
+                  std::to_string(at.epoch) + " of " + std::to_string(epochs) +
+                  "; ask for more --epochs");
+    }
+    out << "resuming from " << c.resume << " at epoch " << at.epoch + 1 << ", step "
+        << at.step_in_epoch << " (global step " << at.global_step << ")\n";
+  }
+  if (c.steps > 0) options.max_steps = c.steps;
+
+  auto throughput = std::make_shared<ThroughputMonitor>();
+  std::vector<train::CallbackPtr> callbacks{
+      throughput, std::make_shared<train::LossMonitor>(c.print_every, &out),
+      std::make_shared<train::TimeMonitor>(0, &out)};
+  if (!c.ckpt_dir.empty()) {
+    callbacks.push_back(std::make_shared<train::ModelCheckpoint>(
+        c.model, c.ckpt_dir,
+        train::CheckpointConfig{
+            .save_checkpoint_steps = 0, .keep_checkpoint_max = 5, .save_at_epoch_end = true}));
+  }
+  model.train(epochs, train_ds, callbacks, options);
+  auto result = model.eval(test_ds, {"accuracy", "loss"});
+
+  TrainReport r;
+  r.images_per_sec = throughput->images_per_sec();
+  r.test_accuracy = result["accuracy"];
+  r.final_loss = throughput->last_loss();
+  r.steps = throughput->steps();
+  r.epochs = throughput->epochs();  // epochs this run trained in (all or part)
+  r.peak_rss_mb = peak_rss_mb();
+  r.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
+  out << "test accuracy: " << std::fixed << std::setprecision(4) << r.test_accuracy
+      << ", test loss: " << result["loss"] << std::defaultfloat << "\n";
+  if (c.json) {
+    nlohmann::ordered_json j;
+    j["model"] = c.model;
+    j["mode"] = c.mode;
+    j["graph_kernel"] = c.graph_kernel;
+    j["optimizer"] = c.optimizer;
+    j["amp_level"] = c.amp_level;
+    j["epochs"] = r.epochs;
+    j["steps"] = r.steps;
+    j["batch_size"] = c.batch_size;
+    j["threads"] = num_threads();
+    j["images_per_sec"] = r.images_per_sec;
+    j["test_accuracy"] = r.test_accuracy;
+    j["final_loss"] = r.final_loss;
+    j["peak_rss_mb"] = r.peak_rss_mb;
+    j["wall_s"] = r.wall_s;
+    out << j.dump() << std::endl;
+  }
+  return r;
+}
+
+void add_train_command(CLI::App& app) {
+  add_train_command(app, [](const TrainConfig& c) { run_train(c, std::cout); });
+}
+
+void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> action) {
+  CLI::App* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST");
+  auto c = std::make_shared<TrainConfig>();
+  auto config_file = std::make_shared<std::string>();
+  auto graph_kernel = std::make_shared<std::string>("off");
+  cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
+  cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
+      ->check(CLI::IsMember({"lenet", "resnet20", "mlp"}));
+  cmd->add_option("--epochs", c->epochs, "Epochs to train (default 5)");
+  cmd->add_option("--steps", c->steps, "Stop after N steps");
+  cmd->add_option("--batch-size", c->batch_size, "Batch size (default 64)");
+  cmd->add_option("--mode", c->mode, "eager | graph")->check(CLI::IsMember({"eager", "graph"}));
+  cmd->add_option("--graph-kernel", *graph_kernel, "on | off: graph-kernel fusion (graph mode)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--lr", c->lr, "Base learning rate (default: 0.05 momentum, 0.1 sgd, 1e-3 adam)");
+  cmd->add_option("--optimizer", c->optimizer, "momentum | sgd | adam | adamw")
+      ->check(CLI::IsMember({"momentum", "sgd", "adam", "adamw"}));
+  cmd->add_option("--schedule", c->schedule, "cosine (linear warm-up, then cosine) | constant")
+      ->check(CLI::IsMember({"cosine", "constant"}));
+  cmd->add_option("--amp-level", c->amp_level, "O0 | O1 | O2 | O3")
+      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
+  cmd->add_option("--threads", c->threads, "Kernel threads (default: all available cores)");
+  cmd->add_option("--seed", c->seed, "Seed of initialization and shuffling");
+  cmd->add_option("--data-dir", c->data_dir, "Folder with the Fashion-MNIST IDX files");
+  cmd->add_option("--ckpt-dir", c->ckpt_dir, "Write a checkpoint there at each epoch's end");
+  cmd->add_option("--resume", c->resume, "Resume from a checkpoint written with --ckpt-dir");
+  cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)");
+  cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
+  cmd->callback([cmd, c, config_file, graph_kernel, action] {
+    if (!config_file->empty()) apply_yaml(*cmd, *config_file);
+    c->graph_kernel = *graph_kernel == "on";
+    action(*c);
+  });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,60 @@
+#pragma once
+// `kiln train`: trains a zoo model on Fashion-MNIST with MindSpore-style monitor output.
+// Every flag can also come from a YAML file (`--config FILE.yaml`) whose keys are the long flag
+// names; a flag given on the command line wins over the file. Unknown keys or flags are errors
+// naming them.
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace kiln::cli {
+
+struct TrainConfig {
+  std::string model = "lenet";
+  int64_t epochs = 5;
+  int64_t steps = -1;  // stop after this many steps (-1: run all epochs)
+  int64_t batch_size = 64;
+  std::string mode = "eager";  // eager | graph
+  bool graph_kernel = false;
+  double lr = -1;  // -1: the optimizer's default (see default_lr)
+  std::string optimizer = "momentum";
+  std::string schedule = "cosine";  // cosine (with warm-up) | constant
+  std::string amp_level = "O0";
+  int threads = 0;  // 0: every available core
+  uint64_t seed = 1;
+  std::string data_dir;
+  std::string ckpt_dir;
+  std::string resume;
+  bool json = false;
+  int64_t print_every = 100;  // LossMonitor's per_print_times
+};
+
+struct TrainReport {
+  double images_per_sec = 0;  // steady state: steps after the first 10
+  double test_accuracy = 0;
+  double final_loss = 0;
+  double wall_s = 0;
+  double peak_rss_mb = 0;
+  int64_t steps = 0;
+  int64_t epochs = 0;
+};
+
+void add_train_command(CLI::App& app);
+// The same command with another action than run_train (tests check the parsed configuration).
+void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> action);
+
+// Runs a training job; monitor lines and the result go to `out`.
+TrainReport run_train(const TrainConfig& config, std::ostream& out);
+
+// The learning rate used when --lr is not given.
+double default_lr(const std::string& optimizer);
+
+}  // namespace kiln::cli
+
+using kiln::cli::add_train_command;

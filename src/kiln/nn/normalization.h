@@ -1,0 +1,57 @@
+#pragma once
+#include <vector>
+
+#include "kiln/nn/cell.h"
+#include "kiln/nn/initializer.h"
+
+namespace kiln::nn {
+
+struct BatchNorm2dOptions {
+  double eps = 1e-5;
+  // MindSpore's convention: moving = momentum * moving + (1 - momentum) * batch.
+  double momentum = 0.9;
+  bool affine = true;         // false: gamma/beta fixed at 1/0 and not trained
+  InitializerPtr gamma_init;  // null: ones
+  InitializerPtr beta_init;   // null: zeros
+};
+
+// Batch normalization over the channel dim of NCHW input. Parameters "gamma", "beta"; buffers
+// "moving_mean", "moving_variance" (MindSpore's names), updated in place while training.
+class BatchNorm2d : public Cell {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNorm2dOptions options = {});
+  Tensor construct(const Tensor& x) override;
+
+  Tensor gamma() const { return gamma_; }
+  Tensor beta() const { return beta_; }
+  Tensor moving_mean() const { return moving_mean_; }
+  Tensor moving_variance() const { return moving_variance_; }
+
+ private:
+  int64_t num_features_;
+  BatchNorm2dOptions options_;
+  Tensor gamma_, beta_;
+  Tensor moving_mean_;
+  Tensor moving_variance_;
+};
+
+struct LayerNormOptions {
+  double eps = 1e-7;          // MindSpore's default
+  InitializerPtr gamma_init;  // null: ones
+  InitializerPtr beta_init;   // null: zeros
+};
+
+// Normalizes over the trailing dims given by normalized_shape; "gamma" and "beta" have that shape.
+class LayerNorm : public Cell {
+ public:
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, LayerNormOptions options = {});
+  Tensor construct(const Tensor& x) override;
+
+ private:
+  Shape normalized_shape_;
+  LayerNormOptions options_;
+  Tensor gamma_;
+  Tensor beta_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,238 @@
+#include "kiln/train/model.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "kiln/amp/autocast.h"
+#include "kiln/autograd/tape.h"
+#include "kiln/core/context.h"
+#include "kiln/core/error.h"
+#include "kiln/ops/functional.h"
+#include "kiln/train/compiled_step.h"
+
+namespace kiln::train {
+namespace {
+
+// Restores the network's train/eval mode on scope exit.
+class TrainModeGuard {
+ public:
+  TrainModeGuard(nn::Cell& cell, bool mode) : cell_(cell), previous_(cell.training()) {
+    cell_.set_train(mode);
+  }
+  ~TrainModeGuard() { cell_.set_train(previous_); }
+
+ private:
+  nn::Cell& cell_;
+  bool previous_;
+};
+
+float scalar_loss(const Tensor& loss) {
+  if (loss.numel() != 1) {
+    throw ShapeError("Model: the loss is " + describe(loss) +
+                     ", not a scalar (use reduction \"mean\" or \"sum\")");
+  }
+  if (loss.dtype() == DType::f32) return *static_cast<const float*>(loss.raw_data());
+  return loss.to_vector<float>()[0];
+}
+
+void check_row(const std::vector<Tensor>& row, const char* what) {
+  if (row.size() < 2) {
+    throw Error(std::string("Model.") + what + ": each dataset row must be (data, label), got " +
+                std::to_string(row.size()) + " column(s)");
+  }
+}
+
+}  // namespace
+
+Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> loss_fn,
+             std::shared_ptr<optim::Optimizer> optimizer, ModelOptions options)
+    : network_(std::move(network)),
+      loss_fn_(std::move(loss_fn)),
+      optimizer_(std::move(optimizer)),
+      options_(std::move(options)) {
+  if (!network_) throw Error("Model: network is null");
+  amp_.level = amp::parse_level(options_.amp_level);
+  amp_.low_dtype = amp::parse_low_dtype(options_.amp_dtype);
+  amp_.keep_batchnorm_fp32 = options_.keep_batchnorm_fp32;
+  loss_scale_ = amp::make_loss_scale_manager(options_.loss_scale, amp_);
+  for (const std::string& m : options_.metrics) metric_by_name(m);  // validate early
+  if (optimizer_) {
+    params_ = optimizer_->parameters();
+    for (const Tensor& p : params_) {
+      if (!p.requires_grad()) {
+        throw Error("Model: an optimizer parameter " + describe(p) + " does not require grad");
+      }
+    }
+  }
+}
+
+Model::~Model() = default;
+
+float Model::eager_step(const Tensor& data, const Tensor& label) {
+  optimizer_->prepare_step();
+  Tensor loss;
+  {
+    std::optional<amp::AutocastScope> autocast;
+    if (amp_.level != amp::AmpLevel::O0) autocast.emplace(amp_);
+    loss = loss_fn_->construct(network_->construct(data), label);
+  }
+  float value = scalar_loss(loss);
+  if (!loss_scale_) {
+    optimizer_->apply(autograd::grad(loss, params_));
+  } else {
+    double scale = loss_scale_->scale();
+    std::vector<Tensor> grads =
+        autograd::grad(loss, params_, Tensor::full(loss.shape(), scale, loss.dtype()));
+    if (loss_scale_->update(amp::has_overflow(grads))) {
+      NoGradGuard no_grad;
+      for (Tensor& g : grads) g = ops::mul_scalar(g, 1.0 / scale);
+      optimizer_->apply(grads);
+    }
+  }
+  optimizer_->advance();
+  return value;
+}
+
+float Model::graph_step(const Tensor& data, const Tensor& label) {
+  if (amp_.level != amp::AmpLevel::O0 || loss_scale_) {
+    throw Error("Model: graph mode with amp_level " + options_.amp_level +
+                " is not supported by the compiled step yet; use eager mode");
+  }
+  if (!compiled_)
+    compiled_ = std::make_unique<CompiledTrainStep>(*network_, *loss_fn_, *optimizer_);
+  return scalar_loss(compiled_->run(data, label));
+}
+
+int64_t Model::skipped_steps() const {
+  return loss_scale_ ? loss_scale_->skipped_steps() : 0;
+}
+
+void Model::check_trainable() const {
+  if (!loss_fn_ || !optimizer_) {
+    throw Error("Model.train: needs a loss function and an optimizer (given: " +
+                std::string(loss_fn_ ? "loss" : "no loss") + ", " +
+                (optimizer_ ? "optimizer" : "no optimizer") + ")");
+  }
+}
+
+float Model::train_step(const Tensor& data, const Tensor& label) {
+  check_trainable();
+  return get_context().mode == GRAPH_MODE ? graph_step(data, label) : eager_step(data, label);
+}
+
+void Model::train(int64_t epochs, const dataset::Dataset& train_dataset,
+                  const std::vector<CallbackPtr>& callbacks, const TrainOptions& options) {
+  check_trainable();
+  if (epochs <= 0) throw Error("Model.train: epochs must be > 0, got " + std::to_string(epochs));
+  if (options.initial_epoch < 0 || options.initial_epoch >= epochs) {
+    throw Error("Model.train: initial_epoch " + std::to_string(options.initial_epoch) +
+                " is outside [0, " + std::to_string(epochs) + ")");
+  }
+  if (options.initial_step < 0) throw Error("Model.train: initial_step must be >= 0");
+  if (options.sink_size == 0 || options.sink_size < -1) {
+    throw Error("Model.train: sink_size must be -1 or > 0, got " +
+                std::to_string(options.sink_size));
+  }
+  TrainModeGuard mode(*network_, true);
+
+  CallbackParams params;
+  params.model = this;
+  params.train_network = network_.get();
+  params.optimizer = optimizer_.get();
+  params.epoch_num = epochs;
+  params.batch_num = train_dataset.get_dataset_size();
+  params.cur_step_num = optimizer_->global_step();
+  params.dataset_sink_mode = options.dataset_sink_mode;
+  RunContext ctx(&params);
+  const bool sink = options.dataset_sink_mode;
+  const int64_t sink_size = options.sink_size;
+  const bool graph = get_context().mode == GRAPH_MODE;
+
+  auto for_each_callback = [&](void (Callback::*hook)(RunContext&)) {
+    for (const CallbackPtr& cb : callbacks) ((*cb).*hook)(ctx);
+  };
+
+  const bool replay = options.replay_skipped_epochs;
+  dataset::TupleIterator it = train_dataset.create_tuple_iterator(
+      {.num_epochs = replay ? epochs : epochs - options.initial_epoch});
+  std::vector<Tensor> row;
+  for (int64_t e = 0; replay && e < options.initial_epoch; ++e) {
+    while (it.next(row)) {
+    }
+  }
+  for_each_callback(&Callback::on_train_begin);
+  int64_t steps_run = 0;
+  bool stop = false;
+  for (int64_t epoch = options.initial_epoch; epoch < epochs && !stop; ++epoch) {
+    params.cur_epoch_num = epoch + 1;
+    params.cur_step_in_epoch = 0;
+    for_each_callback(&Callback::on_train_epoch_begin);
+    int64_t skip = epoch == options.initial_epoch ? options.initial_step : 0;
+    int64_t in_sink = 0;
+    bool more = it.next(row);
+    for (; more && skip > 0; --skip) {
+      ++params.cur_step_in_epoch;
+      more = it.next(row);
+    }
+    while (more) {
+      check_row(row, "train");
+      if (!sink) for_each_callback(&Callback::on_train_step_begin);
+      params.net_outputs = graph ? graph_step(row[0], row[1]) : eager_step(row[0], row[1]);
+      params.batch_size = row[0].rank() > 0 ? row[0].dim(0) : 1;
+      ++params.cur_step_in_epoch;
+      params.cur_step_num = optimizer_->global_step();
+      ++steps_run;
+      ++in_sink;
+      stop = ctx.get_stop_requested() || (options.max_steps >= 0 && steps_run >= options.max_steps);
+      more = !stop && it.next(row);
+      bool sink_done = !more || (sink_size > 0 && in_sink >= sink_size);
+      if (!sink || sink_done) {
+        params.steps_this_sink = in_sink;
+        in_sink = 0;
+        for_each_callback(&Callback::on_train_step_end);
+        stop = stop || ctx.get_stop_requested();
+        if (stop && more) more = false;
+      }
+    }
+    if (params.batch_num < 0) params.batch_num = params.cur_step_in_epoch;
+    for_each_callback(&Callback::on_train_epoch_end);
+    stop = stop || ctx.get_stop_requested();
+  }
+  if (stop) it.stop();
+  for_each_callback(&Callback::on_train_end);
+}
+
+std::map<std::string, double> Model::eval(const dataset::Dataset& dataset,
+                                          const std::vector<std::string>& metrics) {
+  std::vector<std::string> names = metrics;
+  if (names.empty()) names = options_.metrics;
+  if (names.empty()) names = {"accuracy", "loss"};
+  std::vector<std::pair<std::string, MetricPtr>> ms;
+  bool need_loss = false;
+  for (const std::string& n : names) {
+    ms.emplace_back(n, metric_by_name(n));
+    need_loss = need_loss || dynamic_cast<Loss*>(ms.back().second.get()) != nullptr;
+  }
+  if (need_loss && !loss_fn_) throw Error("Model.eval: the loss metric needs a loss function");
+  TrainModeGuard mode(*network_, false);
+  NoGradGuard no_grad;
+  dataset::TupleIterator it = dataset.create_tuple_iterator({.num_epochs = 1});
+  std::vector<Tensor> row;
+  while (it.next(row)) {
+    check_row(row, "eval");
+    Tensor logits = network_->construct(row[0]);
+    float loss = need_loss ? scalar_loss(loss_fn_->construct(logits, row[1])) : 0.f;
+    for (auto& [n, m] : ms) m->update(logits, row[1], loss);
+  }
+  std::map<std::string, double> result;
+  for (auto& [n, m] : ms) result[n] = m->eval();
+  return result;
+}
+
+Tensor Model::predict(const Tensor& data) {
+  TrainModeGuard mode(*network_, false);
+  NoGradGuard no_grad;
+  return network_->construct(data);
+}
+
+}  // namespace kiln::train

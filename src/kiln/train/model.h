@@ -1,0 +1,95 @@
+#pragma once
+// Model: MindSpore's high-level training API.
+//
+//   train::Model model(net, loss, optimizer, {.metrics = {"accuracy"}});
+//   model.train(5, train_ds, {std::make_shared<train::LossMonitor>(100)});
+//   auto result = model.eval(test_ds);   // {"accuracy": 0.89}
+//
+// Eager mode (the default) runs forward, autograd::grad(loss, params) and one fused update op
+// per parameter each step. In GRAPH_MODE (kiln::set_context) the whole step is compiled once.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/amp/level.h"
+#include "kiln/amp/loss_scale.h"
+#include "kiln/data/dataset.h"
+#include "kiln/nn/cell.h"
+#include "kiln/optim/optimizer.h"
+#include "kiln/train/callback.h"
+#include "kiln/train/metrics.h"
+
+namespace kiln::train {
+
+struct ModelOptions {
+  // "O0".."O3" (amp/level.h). Eager mode runs forward and loss under amp::AutocastScope.
+  std::string amp_level = "O0";
+  bool keep_batchnorm_fp32 = true;
+  std::string amp_dtype = "bf16";  // low-precision dtype: bf16 or fp16
+  // "dynamic", "fixed:N", "none" or "" (MindSpore's default for the level: dynamic for fp16
+  // at O2/O3). Overflowed steps are skipped, the optimizer's global step still advances.
+  std::string loss_scale;
+  std::vector<std::string> metrics;  // names for eval(), e.g. {"accuracy", "loss"}
+};
+
+struct TrainOptions {
+  // Callbacks' step hooks fire once per sink of sink_size steps (-1: one sink per epoch).
+  bool dataset_sink_mode = false;
+  int64_t sink_size = -1;
+  int64_t initial_epoch = 0;  // epochs already done (resume): training runs epochs initial..N-1
+  int64_t initial_step = 0;   // batches of the first epoch already done (resume mid-epoch)
+  int64_t max_steps = -1;     // stop after this many steps in this call (-1: no limit)
+  // On resume, draw (and discard) the batches of the initial epochs too, so a shuffled data set
+  // continues with exactly the order an uninterrupted run would have seen. Costs one pass over
+  // the data per skipped epoch (cheap for in-memory sets, a full decode for image folders).
+  bool replay_skipped_epochs = false;
+};
+
+class CompiledTrainStep;  // graph mode (train/compiled_step.h)
+
+class Model {
+ public:
+  Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> loss_fn,
+        std::shared_ptr<optim::Optimizer> optimizer, ModelOptions options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Trains until `epochs` epochs are done. Rows of the dataset are (data, label).
+  void train(int64_t epochs, const dataset::Dataset& train_dataset,
+             const std::vector<CallbackPtr>& callbacks = {}, const TrainOptions& options = {});
+  // One training step on a batch; returns the loss.
+  float train_step(const Tensor& data, const Tensor& label);
+
+  // Runs the network in evaluation mode over one epoch of the dataset; metric names default to
+  // ModelOptions::metrics (or {"accuracy", "loss"} when none were given).
+  std::map<std::string, double> eval(const dataset::Dataset& dataset,
+                                     const std::vector<std::string>& metrics = {});
+  // The network's output in evaluation mode, without gradients.
+  Tensor predict(const Tensor& data);
+
+  nn::Cell& network() { return *network_; }
+  nn::LossCell& loss_fn() { return *loss_fn_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  // Steps trained so far (the optimizer's global step).
+  int64_t global_step() const { return optimizer_->global_step(); }
+  // Steps whose update was skipped because the loss-scaled gradients overflowed.
+  int64_t skipped_steps() const;
+
+ private:
+  void check_trainable() const;
+  float eager_step(const Tensor& data, const Tensor& label);
+  float graph_step(const Tensor& data, const Tensor& label);
+
+  std::shared_ptr<nn::Cell> network_;
+  std::shared_ptr<nn::LossCell> loss_fn_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  ModelOptions options_;
+  std::vector<Tensor> params_;
+  amp::AmpConfig amp_;
+  std::unique_ptr<amp::LossScaleManager> loss_scale_;
+  std::unique_ptr<CompiledTrainStep> compiled_;  // created on the first graph-mode step
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,58 @@
+// The `kiln` executable: exit codes and error lines.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  std::string exe = std::string(KILN_BINARY_DIR) + "/src/kiln/kiln";
+  if (!std::filesystem::exists(exe))
+    return {-1, "missing " + exe + " (build target kiln_cli_main)"};
+  std::string cmd = exe + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(KilnExecutable, UnknownFlagIsAnErrorWithStatus2) {
+  Result r = run("train --no-such-flag");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("kiln: error: ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("--no-such-flag"), std::string::npos) << r.output;
+}
+
+TEST(KilnExecutable, KilnErrorsPrintOneLine) {
+  Result r = run("train --data-dir /nonexistent/fashion");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("kiln: error: Fashion-MNIST not found"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  Result no_cmd = run("");
+  EXPECT_EQ(no_cmd.status, 2) << no_cmd.output;
+}
+
+TEST(KilnExecutable, InfoShowsCpuAndOneDnn) {
+  Result r = run("info");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("avx512f="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("avx512_bf16="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("oneDNN: "), std::string::npos) << r.output;
+  Result help = run("train --help");
+  EXPECT_EQ(help.status, 0) << help.output;
+  EXPECT_NE(help.output.find("--batch-size"), std::string::npos);
+}
+
+}  // namespace

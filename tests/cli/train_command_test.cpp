@@ -1,0 +1,220 @@
+#include "kiln/cli/train_command.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kiln/core/error.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Parses a `kiln train …` command line; returns the configuration the command would run.
+TrainConfig parse(std::vector<std::string> args) {
+  CLI::App app;
+  TrainConfig seen;
+  bool ran = false;
+  add_train_command(app, [&](const TrainConfig& c) {
+    seen = c;
+    ran = true;
+  });
+  args.insert(args.begin(), "train");
+  std::reverse(args.begin(), args.end());  // CLI11 takes the vector in reverse order
+  app.parse(args);
+  if (!ran) throw std::runtime_error("train did not run");
+  return seen;
+}
+
+std::string write_yaml(const std::string& name, const std::string& text) {
+  fs::path p = fs::temp_directory_path() / ("kiln_cli_" + std::to_string(::getpid()) + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(TrainCommand, DefaultsAreTheDefaultJob) {
+  TrainConfig c = parse({});
+  EXPECT_EQ(c.model, "lenet");
+  EXPECT_EQ(c.epochs, 5);
+  EXPECT_EQ(c.batch_size, 64);
+  EXPECT_EQ(c.optimizer, "momentum");
+  EXPECT_EQ(c.mode, "eager");
+  EXPECT_FALSE(c.graph_kernel);
+  EXPECT_FALSE(c.json);
+}
+
+TEST(TrainCommand, FlagsParse) {
+  TrainConfig c = parse({"--model",        "resnet20",
+                         "--epochs",       "2",
+                         "--steps",        "50",
+                         "--batch-size",   "128",
+                         "--mode",         "graph",
+                         "--graph-kernel", "on",
+                         "--lr",           "0.2",
+                         "--optimizer",    "adamw",
+                         "--threads",      "2",
+                         "--seed",         "9",
+                         "--data-dir",     "/d",
+                         "--ckpt-dir",     "/c",
+                         "--resume",       "/c/x.safetensors",
+                         "--json"});
+  EXPECT_EQ(c.model, "resnet20");
+  EXPECT_EQ(c.epochs, 2);
+  EXPECT_EQ(c.steps, 50);
+  EXPECT_EQ(c.batch_size, 128);
+  EXPECT_EQ(c.mode, "graph");
+  EXPECT_TRUE(c.graph_kernel);
+  EXPECT_DOUBLE_EQ(c.lr, 0.2);
+  EXPECT_EQ(c.optimizer, "adamw");
+  EXPECT_EQ(c.threads, 2);
+  EXPECT_EQ(c.seed, 9u);
+  EXPECT_EQ(c.data_dir, "/d");
+  EXPECT_EQ(c.ckpt_dir, "/c");
+  EXPECT_EQ(c.resume, "/c/x.safetensors");
+  EXPECT_TRUE(c.json);
+}
+
+TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {
+  try {
+    parse({"--epochz", "3"});
+    FAIL();
+  } catch (const CLI::ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("--epochz"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse({"--model", "vgg"}), CLI::ParseError);
+  EXPECT_THROW(parse({"--mode", "fast"}), CLI::ParseError);
+  EXPECT_THROW(parse({"--epochs", "many"}), CLI::ParseError);
+}
+
+TEST(TrainCommand, YamlConfigUsesLongFlagNamesAndTheCommandLineWins) {
+  std::string path = write_yaml("ok.yaml",
+                                "model: mlp\nepochs: 3\nbatch-size: 512\nlr: 0.05\njson: true\n"
+                                "graph-kernel: on\noptimizer: adam\n");
+  TrainConfig c = parse({"--config", path, "--epochs", "7"});
+  EXPECT_EQ(c.model, "mlp");
+  EXPECT_EQ(c.epochs, 7);  // command line wins
+  EXPECT_EQ(c.batch_size, 512);
+  EXPECT_DOUBLE_EQ(c.lr, 0.05);
+  EXPECT_TRUE(c.json);
+  EXPECT_TRUE(c.graph_kernel);
+  EXPECT_EQ(c.optimizer, "adam");
+  fs::remove(path);
+}
+
+TEST(TrainCommand, YamlErrorsNameTheKey) {
+  std::string unknown = write_yaml("unknown.yaml", "epochs: 2\nbatch_size: 64\n");
+  try {
+    parse({"--config", unknown});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'batch_size'"), std::string::npos)
+        << e.what();
+  }
+  std::string bad_value = write_yaml("bad.yaml", "model: vgg\n");
+  try {
+    parse({"--config", bad_value});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'model'"), std::string::npos) << e.what();
+  }
+  std::string broken = write_yaml("broken.yaml", "epochs: [1,\n");
+  EXPECT_THROW(parse({"--config", broken}), FileError);
+  EXPECT_THROW(parse({"--config", "/nonexistent/kiln.yaml"}), FileError);
+  for (auto& p : {unknown, bad_value, broken}) fs::remove(p);
+}
+
+TEST(TrainCommand, MissingDataSetSaysHowToGetIt) {
+  TrainConfig c;
+  c.data_dir = "/nonexistent/fashion";
+  std::ostringstream out;
+  try {
+    run_train(c, out);
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("apt-get install dataset-fashion-mnist"), std::string::npos) << m;
+    EXPECT_NE(m.find("--data-dir"), std::string::npos) << m;
+  }
+}
+
+TEST(TrainCommand, ShortRunPrintsMonitorLinesAndJsonLast) {
+  TrainConfig c;
+  c.steps = 30;
+  c.schedule = "constant";  // the default warm-up would keep the first 30 steps' lr small
+  c.print_every = 10;
+  c.json = true;
+  c.threads = 2;
+  std::ostringstream out;
+  TrainReport r = run_train(c, out);
+  std::string text = out.str();
+  EXPECT_NE(text.find("epoch: 1 step: 10, loss is "), std::string::npos) << text;
+  EXPECT_NE(text.find("Train epoch time: "), std::string::npos) << text;
+  std::string last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  nlohmann::json j = nlohmann::json::parse(last);
+  for (const char* key :
+       {"model", "mode", "epochs", "steps", "batch_size", "threads", "images_per_sec",
+        "test_accuracy", "final_loss", "peak_rss_mb", "wall_s"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " in " << last;
+  }
+  EXPECT_EQ(j["steps"], 30);
+  EXPECT_EQ(j["model"], "lenet");
+  EXPECT_GT(j["images_per_sec"].get<double>(), 0);
+  EXPECT_GT(r.test_accuracy, 0.3);  // 30 steps already beat chance (0.1) by far
+}
+
+// Lines "epoch: E step: S, loss is L" of epoch `epoch`, in order.
+std::vector<std::string> loss_lines(const std::string& text, int epoch) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string prefix = "epoch: " + std::to_string(epoch) + " step: ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+// `kiln train --resume` continues an interrupted run with the same loss curve: same weights,
+// optimizer state, step count and (shuffled) data order.
+TEST(TrainCommand, ResumeContinuesTheSameLossCurve) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_cli_resume_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  TrainConfig base;
+  base.epochs = 2;
+  base.print_every = 1;
+  base.schedule = "constant";
+  base.threads = 2;
+
+  TrainConfig whole = base;
+  whole.steps = 937 + 40;  // all of epoch 1, the start of epoch 2
+  std::ostringstream whole_out;
+  run_train(whole, whole_out);
+
+  TrainConfig first = base;
+  first.steps = 937;
+  first.ckpt_dir = dir.string();
+  std::ostringstream first_out;
+  run_train(first, first_out);
+  fs::path ckpt = dir / "lenet-1_937.safetensors";
+  ASSERT_TRUE(fs::exists(ckpt));
+
+  TrainConfig second = base;
+  second.steps = 40;
+  second.resume = ckpt.string();
+  std::ostringstream second_out;
+  run_train(second, second_out);
+
+  EXPECT_EQ(loss_lines(first_out.str(), 1), loss_lines(whole_out.str(), 1));
+  std::vector<std::string> expected = loss_lines(whole_out.str(), 2);
+  ASSERT_EQ(expected.size(), 40u);
+  EXPECT_EQ(loss_lines(second_out.str(), 2), expected);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::cli

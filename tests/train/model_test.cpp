@@ -1,0 +1,268 @@
+#include "kiln/train/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "kiln/core/context.h"
+#include "kiln/core/error.h"
+#include "kiln/core/random.h"
+#include "kiln/models/mlp.h"
+#include "kiln/nn/loss.h"
+#include "kiln/optim/lr_schedule.h"
+#include "kiln/optim/momentum.h"
+#include "kiln/train/callbacks.h"
+#include "kiln/train/checkpoint.h"
+#include "train/train_testing.h"
+
+namespace kiln::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::LossRecorder;
+
+constexpr int64_t kRows = 64, kFeatures = 12, kBatch = 8;  // 8 steps per epoch
+
+std::unique_ptr<Model> make_model(uint64_t seed) {
+  set_seed(seed);
+  auto net = std::make_shared<models::MLP>(kFeatures, std::vector<int64_t>{16}, 3);
+  auto opt = std::make_shared<optim::Momentum>(
+      net->trainable_params(), optim::linear_warmup(optim::cosine_decay_lr(0.0, 0.1, 20), 4),
+      optim::MomentumOptions{.momentum = 0.9, .weight_decay = 1e-4});
+  return std::make_unique<Model>(net,
+                                 std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"),
+                                 opt, ModelOptions{.metrics = {"accuracy", "loss"}});
+}
+
+TEST(Model, TrainsAndEvaluates) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  auto model = make_model(1);
+  double before = model->eval(ds)["loss"];
+  auto rec = std::make_shared<LossRecorder>();
+  model->train(3, ds, {rec});
+  EXPECT_EQ(rec->losses.size(), 24u);
+  EXPECT_EQ(rec->steps.front(), 1);
+  EXPECT_EQ(rec->steps.back(), 24);
+  EXPECT_EQ(rec->epochs, 3);
+  auto after = model->eval(ds);
+  EXPECT_LT(after["loss"], before);
+  EXPECT_GT(after["accuracy"], 0.5);
+  EXPECT_EQ(model->predict(Tensor::zeros({5, kFeatures})).shape(), (Shape{5, 3}));
+  EXPECT_TRUE(model->network().training());  // eval/predict restore the mode
+}
+
+TEST(Model, ResumeContinuesTheSameLossCurve) {
+  std::string dir = testing::temp_dir("resume");
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  // Uninterrupted: 3 epochs.
+  auto full = make_model(1);
+  auto all = std::make_shared<LossRecorder>();
+  full->train(3, ds, {all});
+  ASSERT_EQ(all->losses.size(), 24u);
+
+  // Interrupted after 12 steps (mid-epoch 2), checkpointed, resumed in a fresh process state.
+  auto first = make_model(1);
+  auto part = std::make_shared<LossRecorder>();
+  auto ckpt = std::make_shared<ModelCheckpoint>(
+      "mlp", dir, CheckpointConfig{.save_checkpoint_steps = 4, .keep_checkpoint_max = 2});
+  first->train(3, ds, {part, ckpt}, {.max_steps = 12});
+  ASSERT_EQ(part->losses.size(), 12u);
+  EXPECT_EQ(ckpt->latest_checkpoint(), dir + "/mlp-2_4.safetensors");
+
+  auto resumed = make_model(77);  // different init: everything must come from the checkpoint
+  ResumePoint at =
+      resume_from_checkpoint(ckpt->latest_checkpoint(), resumed->network(), resumed->optimizer());
+  EXPECT_EQ(at.epoch, 1);
+  EXPECT_EQ(at.step_in_epoch, 4);
+  EXPECT_EQ(at.global_step, 12);
+  auto rest = std::make_shared<LossRecorder>();
+  resumed->train(3, ds, {rest}, {.initial_epoch = at.epoch, .initial_step = at.step_in_epoch});
+  ASSERT_EQ(rest->losses.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_FLOAT_EQ(rest->losses[i], all->losses[12 + i]) << "step " << 13 + i;
+    EXPECT_EQ(rest->steps[i], int64_t(13 + i));
+  }
+  for (size_t i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(part->losses[i], all->losses[i]);
+  fs::remove_all(dir);
+}
+
+// With shuffling, the resumed run replays the data order of the epochs it skips.
+TEST(Model, ResumeWithShufflingReplaysTheDataOrder) {
+  std::string dir = testing::temp_dir("resume_shuffled");
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch, 11, /*shuffle=*/true);
+  auto full = make_model(1);
+  auto all = std::make_shared<LossRecorder>();
+  full->train(3, ds, {all});
+
+  auto first = make_model(1);
+  auto ckpt =
+      std::make_shared<ModelCheckpoint>("mlp", dir, CheckpointConfig{.save_checkpoint_steps = 0});
+  first->train(3, ds, {ckpt}, {.max_steps = 19});
+  auto resumed = make_model(77);
+  ResumePoint at =
+      resume_from_checkpoint(ckpt->latest_checkpoint(), resumed->network(), resumed->optimizer());
+  EXPECT_EQ(at.epoch, 2);
+  EXPECT_EQ(at.step_in_epoch, 3);
+  auto rest = std::make_shared<LossRecorder>();
+  resumed->train(
+      3, ds, {rest},
+      {.initial_epoch = at.epoch, .initial_step = at.step_in_epoch, .replay_skipped_epochs = true});
+  ASSERT_EQ(rest->losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_FLOAT_EQ(rest->losses[i], all->losses[19 + i]) << "step " << 20 + i;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Model, CheckpointCallbackKeepsTheNewest) {
+  std::string dir = testing::temp_dir("keep");
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  auto model = make_model(2);
+  auto ckpt = std::make_shared<ModelCheckpoint>(
+      "net", dir, CheckpointConfig{.save_checkpoint_steps = 2, .keep_checkpoint_max = 2});
+  model->train(2, ds, {ckpt});
+  std::vector<std::string> files;
+  for (auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"net-2_6.safetensors", "net-2_8.safetensors"}));
+  Checkpoint c = load_checkpoint(dir + "/net-2_8.safetensors");
+  EXPECT_EQ(c.metadata.at("epoch"), "2");
+  EXPECT_EQ(c.metadata.at("step_in_epoch"), "0");
+  EXPECT_EQ(c.metadata.at("global_step"), "16");
+  fs::remove_all(dir);
+}
+
+TEST(Model, MonitorsPrintMindSporeLines) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  auto model = make_model(3);
+  std::ostringstream out;
+  model->train(2, ds,
+               {std::make_shared<LossMonitor>(3, &out), std::make_shared<TimeMonitor>(0, &out)});
+  std::string text = out.str();
+  std::regex loss_line(R"(epoch: (\d+) step: (\d+), loss is (\d+\.?\d*(e-?\d+)?))");
+  std::regex time_line(R"(Train epoch time: \d+\.\d{3} ms, per step time: \d+\.\d{3} ms)");
+  std::vector<std::string> steps;
+  for (std::sregex_iterator it(text.begin(), text.end(), loss_line), end; it != end; ++it) {
+    steps.push_back((*it)[1].str() + ":" + (*it)[2].str());
+  }
+  // Every 3 global steps: 3, 6 (epoch 1), 9, 12, 15 -> steps 1, 4, 7 of epoch 2.
+  EXPECT_EQ(steps, (std::vector<std::string>{"1:3", "1:6", "2:1", "2:4", "2:7"})) << text;
+  auto n_time = std::distance(std::sregex_iterator(text.begin(), text.end(), time_line),
+                              std::sregex_iterator());
+  EXPECT_EQ(n_time, 2) << text;
+}
+
+TEST(Model, InvalidLossStopsTraining) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  set_seed(4);
+  auto net = std::make_shared<models::MLP>(kFeatures, std::vector<int64_t>{16}, 3);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(1e30));
+  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt);
+  std::ostringstream out;
+  try {
+    model.train(5, ds, {std::make_shared<LossMonitor>(1, &out)});
+    FAIL() << "a diverging run must stop";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Invalid loss"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, SinkModeFiresStepHooksPerSink) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  auto model = make_model(5);
+  auto rec = std::make_shared<LossRecorder>();
+  model->train(3, ds, {rec}, {.dataset_sink_mode = true});
+  EXPECT_EQ(rec->steps, (std::vector<int64_t>{8, 16, 24}));
+  EXPECT_EQ(rec->sinks, (std::vector<int64_t>{8, 8, 8}));
+  auto rec2 = std::make_shared<LossRecorder>();
+  model->train(1, ds, {rec2}, {.dataset_sink_mode = true, .sink_size = 3});
+  EXPECT_EQ(rec2->sinks, (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_EQ(model->global_step(), 32);
+}
+
+// GRAPH_MODE makes Model compile the whole step once; the loss curve matches eager mode.
+TEST(Model, GraphModeFollowsTheEagerLossCurve) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  auto eager = make_model(7);
+  auto eager_losses = std::make_shared<LossRecorder>();
+  eager->train(2, ds, {eager_losses});
+
+  Context saved = get_context();
+  Context graph = saved;
+  graph.mode = GRAPH_MODE;
+  set_context(graph);
+  auto compiled = make_model(7);
+  auto graph_losses = std::make_shared<LossRecorder>();
+  try {
+    compiled->train(2, ds, {graph_losses});
+  } catch (...) {
+    set_context(saved);
+    throw;
+  }
+  set_context(saved);
+  ASSERT_EQ(graph_losses->losses.size(), eager_losses->losses.size());
+  for (size_t i = 0; i < eager_losses->losses.size(); ++i) {
+    EXPECT_NEAR(graph_losses->losses[i], eager_losses->losses[i],
+                1e-4 * (1 + std::abs(eager_losses->losses[i])))
+        << "step " << i + 1;
+  }
+  EXPECT_EQ(compiled->global_step(), 16);
+  // Eager evaluation sees the weights the compiled steps wrote.
+  EXPECT_NEAR(compiled->eval(ds)["loss"], eager->eval(ds)["loss"], 1e-4);
+}
+
+// Mixed precision in eager mode: bf16 compute, fp32 master weights, the loss still falls; a
+// loss scale that overflows skips those steps instead of writing inf/NaN into the weights.
+TEST(Model, AmpLevelsTrain) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  for (const char* level : {"O1", "O2"}) {
+    set_seed(8);
+    auto net = std::make_shared<models::MLP>(kFeatures, std::vector<int64_t>{16}, 3);
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.05));
+    Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt,
+                {.amp_level = level});
+    auto rec = std::make_shared<LossRecorder>();
+    model.train(4, ds, {rec});
+    EXPECT_LT(rec->losses.back(), rec->losses.front()) << level;
+    for (const Tensor& p : net->trainable_params()) EXPECT_EQ(p.dtype(), DType::f32) << level;
+  }
+  // A loss scale so large the scaled gradients overflow: every update is skipped, none lands.
+  set_seed(9);
+  auto net = std::make_shared<models::MLP>(kFeatures, std::vector<int64_t>{16}, 3);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.05));
+  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt,
+              {.amp_level = "O2", .loss_scale = "fixed:1e300"});
+  std::vector<float> before = net->trainable_params()[0].to_vector<float>();
+  model.train(1, ds);
+  EXPECT_EQ(model.skipped_steps(), 8);
+  EXPECT_EQ(model.global_step(), 8);
+  EXPECT_EQ(net->trainable_params()[0].to_vector<float>(), before);
+}
+
+TEST(Model, BadArgumentsAreNamed) {
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  auto model = make_model(6);
+  EXPECT_THROW(model->train(0, ds), Error);
+  EXPECT_THROW(model->train(2, ds, {}, {.initial_epoch = 2}), Error);
+  EXPECT_THROW(model->eval(ds, {"f1"}), Error);
+  auto net = std::make_shared<models::MLP>(kFeatures, std::vector<int64_t>{4}, 3);
+  EXPECT_THROW(Model(net, nullptr, nullptr, {.amp_level = "O5"}), Error);
+  Model no_opt(net, nullptr, nullptr);
+  try {
+    no_opt.train(1, ds);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a loss function and an optimizer"),
+              std::string::npos);
+  }
+  auto bad_ds =
+      dataset::NumpySlicesDataset({Tensor::zeros({8, kFeatures})}, {"data"}, {.shuffle = false})
+          .batch(4);
+  EXPECT_THROW(model->train(1, bad_ds), Error);
+}
+
+}  // namespace
+}  // namespace kiln::train

@@ -1,0 +1,58 @@
+#pragma once
+// Small synthetic data sets and helpers for the train tests.
+#include <unistd.h>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "kiln/data/dataset.h"
+#include "kiln/train/callback.h"
+
+namespace kiln::train::testing {
+
+// rows × features f32 inputs with labels = argmax over 3 fixed projections (learnable).
+inline dataset::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_t batch,
+                                          uint64_t seed = 11, bool shuffle = false) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> x(size_t(rows * features));
+  for (float& v : x) v = d(gen);
+  std::vector<int32_t> y(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    float best = -1e30f;
+    for (int k = 0; k < 3; ++k) {
+      float s = 0;
+      for (int64_t f = k; f < features; f += 3) s += x[size_t(r * features + f)];
+      if (s > best) best = s, y[size_t(r)] = k;
+    }
+  }
+  return dataset::NumpySlicesDataset(
+             {Tensor::from_vector(x, {rows, features}), Tensor::from_vector(y, {rows})},
+             {"data", "label"}, {.shuffle = shuffle})
+      .batch(batch, true);
+}
+
+// Records every step's loss (and the step numbers the callbacks saw).
+class LossRecorder : public Callback {
+ public:
+  void on_train_step_end(RunContext& ctx) override {
+    losses.push_back(ctx.original_args().net_outputs);
+    steps.push_back(ctx.original_args().cur_step_num);
+    sinks.push_back(ctx.original_args().steps_this_sink);
+  }
+  void on_train_epoch_end(RunContext&) override { ++epochs; }
+  std::vector<float> losses;
+  std::vector<int64_t> steps, sinks;
+  int epochs = 0;
+};
+
+inline std::string temp_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path p =
+      fs::temp_directory_path() / ("kiln_train_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+}  // namespace kiln::train::testing
