@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/tape.h"
 #include "kiln/core/random.h"
 #include "kiln/models/zoo.h"
@@ -156,6 +157,42 @@ TEST(CompiledTrainStep, CompilesResNet20FastWithPlanSmallerThanSeparateBuffers) 
   EXPECT_LT(r.trace_ms + r.compile_ms, 500.0) << r.str();
   EXPECT_LT(r.arena_bytes, r.unplanned_bytes) << r.str();
   graph::check_memory_plan(step.executable().plan());
+}
+
+}  // namespace
+}  // namespace kiln::train
+
+namespace kiln::train {
+namespace {
+
+// Mixed precision in graph mode: the forward pass is traced under autocast, so the casts are
+// graph nodes. bf16 O2 losses match eager O2 within bf16 tolerance (different summation orders
+// round differently in bf16), and the fp32 master weights stay fp32.
+TEST(CompiledTrainStep, AmpO2MatchesEagerO2) {
+  const amp::AmpConfig o2{amp::AmpLevel::O2, DType::bf16, true};
+  for (const std::string model : {"lenet", "resnet20"}) {
+    Trainer eager(model), graph(model);
+    CompiledTrainStep step(*graph.net, graph.loss, *graph.opt, {.fusion = true}, o2);
+    step.set_verbose(false);
+    for (int s = 0; s < 3; ++s) {
+      Tensor x = batch_images(16, 300 + s), y = batch_labels(16, 400 + s);
+      float le;
+      {
+        eager.opt->prepare_step();
+        Tensor l;
+        {
+          amp::AutocastScope autocast(o2);
+          l = eager.loss(eager.net->construct(x), y);
+        }
+        eager.opt->apply(autograd::grad(l, eager.net->trainable_params()));
+        eager.opt->advance();
+        le = l.item<float>();
+      }
+      float lg = step.run(x, y).item<float>();
+      EXPECT_NEAR(lg, le, 2e-2 * std::max(1.f, std::abs(le))) << model << " step " << s;
+    }
+    for (const Tensor& p : graph.net->trainable_params()) EXPECT_EQ(p.dtype(), DType::f32);
+  }
 }
 
 }  // namespace

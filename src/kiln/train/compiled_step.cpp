@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/graph/autodiff.h"
@@ -30,8 +31,8 @@ graph::CompileOptions options_from_context() {
 }
 
 CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
-                                     graph::CompileOptions options)
-    : net_(net), loss_(loss), opt_(opt), options_(std::move(options)) {
+                                     graph::CompileOptions options, amp::AmpConfig amp)
+    : net_(net), loss_(loss), opt_(opt), options_(std::move(options)), amp_(amp) {
   if (!options_.arena) options_.arena = std::make_shared<graph::Arena>();
 }
 
@@ -55,7 +56,11 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     tracer.bind_state(state);
     Tensor x = tracer.input(ops::meta_of(images), "images");
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
-    Tensor loss = loss_(net_(x), y);
+    Tensor loss;
+    {
+      amp::AutocastScope autocast(amp_);
+      loss = loss_(net_(x), y);
+    }
     if (!loss.is_traced()) {
       throw Error("graph mode: the loss does not depend on the input batch");
     }

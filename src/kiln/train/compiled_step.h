@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "kiln/amp/level.h"
 #include "kiln/graph/executor.h"
 #include "kiln/nn/cell.h"
 #include "kiln/optim/optimizer.h"
@@ -23,8 +24,11 @@ graph::CompileOptions options_from_context();
 
 class CompiledTrainStep {
  public:
+  // With amp at O1..O3 the forward pass and loss are traced under amp::AutocastScope, so the
+  // casts become graph nodes that the passes (and fusion) see like any other op.
   CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
-                    graph::CompileOptions options = options_from_context());
+                    graph::CompileOptions options = options_from_context(),
+                    amp::AmpConfig amp = {});
   ~CompiledTrainStep();
 
   // One step (forward, loss, backward, update) on a batch; returns the scalar loss. Calls the
@@ -48,6 +52,7 @@ class CompiledTrainStep {
   nn::LossCell& loss_;
   optim::Optimizer& opt_;
   graph::CompileOptions options_;
+  amp::AmpConfig amp_;
   struct Compiled {
     bool training;  // the network's mode when traced (BatchNorm, dropout behave differently)
     std::unique_ptr<graph::Executable> exe;

@@ -94,12 +94,17 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
 }
 
 float Model::graph_step(const Tensor& data, const Tensor& label) {
-  if (amp_.level != amp::AmpLevel::O0 || loss_scale_) {
-    throw Error("Model: graph mode with amp_level " + options_.amp_level +
-                " is not supported by the compiled step yet; use eager mode");
+  if (loss_scale_) {
+    throw Error("Model: graph mode with loss scaling (loss_scale " +
+                (options_.loss_scale.empty() ? std::string("dynamic, the default for fp16")
+                                             : options_.loss_scale) +
+                ") is not supported by the compiled step yet; use eager mode, or bf16 which "
+                "needs no loss scaling");
   }
-  if (!compiled_)
-    compiled_ = std::make_unique<CompiledTrainStep>(*network_, *loss_fn_, *optimizer_);
+  if (!compiled_) {
+    compiled_ = std::make_unique<CompiledTrainStep>(*network_, *loss_fn_, *optimizer_,
+                                                    options_from_context(), amp_);
+  }
   return scalar_loss(compiled_->run(data, label));
 }
 
