@@ -122,3 +122,56 @@ TEST(NnPoolBf16, MaxIsExactAndAvgWithinBf16Tolerance) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// The gradient a max pool with non-overlapping windows passes back: each window's gradient to
+// its first maximum in window order (row by row), as oneDNN does; zero elsewhere.
+std::vector<double> max_grad_ref(const std::vector<double>& x, const Shape& s,
+                                 const std::vector<double>& g, int64_t k) {
+  const int64_t N = s[0], C = s[1], H = s[2], W = s[3], OH = H / k, OW = W / k;
+  std::vector<double> dx(x.size(), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          int64_t best = ((n * C + c) * H + i * k) * W + j * k;
+          for (int64_t a = 0; a < k; ++a)
+            for (int64_t b = 0; b < k; ++b) {
+              int64_t at = ((n * C + c) * H + i * k + a) * W + j * k + b;
+              if (x[size_t(at)] > x[size_t(best)]) best = at;
+            }
+          dx[size_t(best)] = g[size_t(((n * C + c) * OH + i) * OW + j)];
+        }
+  return dx;
+}
+
+// Non-overlapping windows run Kiln's one-pass kernel: ties must go to the first maximum (bits
+// equal to oneDNN's choice) in both layouts, for 2x2 and other window sizes, with uncovered edge
+// rows/columns getting zero.
+TEST(NnPoolMaxGrad, NonOverlappingWindowsPickFirstMaximum) {
+  for (int64_t k : {2, 3}) {
+    for (bool cl : {false, true}) {
+      Shape s{2, 5, 7, 8};
+      std::vector<double> xv = values_of(random_tensor(s, 11));
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::round(xv[i] * 2.0) / 2.0;  // many ties
+      std::vector<float> xf(xv.begin(), xv.end());
+      Tensor x = Tensor::from_vector(xf, s);
+      if (cl) x = channels_last_copy(x);
+      ops::Pool2dOptions opt{.kernel = {k, k}, .stride = {k, k}};
+      Tensor y = ops::max_pool2d(x, opt);
+      Tensor g = random_tensor(y.shape(), 12);
+      ops::Attrs a;
+      a.kernel = opt.kernel;
+      a.stride = opt.stride;
+      Tensor dx = ops::call1(ops::OpKind::max_pool2d_grad, {g, x}, a);
+      EXPECT_EQ(dx.strides(), x.strides());
+      expect_close(values_of(dx), max_grad_ref(xv, s, values_of(g), k), 0, 0,
+                   cl ? "channels-last" : "contiguous");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing

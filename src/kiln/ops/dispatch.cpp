@@ -8,7 +8,10 @@
 namespace kiln::ops {
 namespace {
 
+std::vector<Tensor> call_via_f32(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs);
+
 thread_local bool t_grad_enabled = true;
+thread_local bool t_skip_autocast = false;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -21,6 +24,34 @@ void check_arity(const OpDef& def, size_t given) {
     throw ShapeError(std::string(def.name) + ": expects " + std::to_string(def.num_inputs) +
                      " inputs, got " + std::to_string(given));
   }
+}
+
+Tensor cast_to(const Tensor& t, DType dtype) {
+  Attrs a;
+  a.dtype = dtype;
+  return call1(OpKind::cast, {t}, a);
+}
+
+// See OpDef::f16_kernels.
+std::vector<Tensor> call_via_f32(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs) {
+  std::vector<Tensor> wide(inputs.begin(), inputs.end());
+  for (Tensor& t : wide) {
+    if (t.dtype() == DType::f16) t = cast_to(t, DType::f32);
+  }
+  // The widened call must not be narrowed again by an autocast scope.
+  t_skip_autocast = true;
+  std::vector<Tensor> outputs;
+  try {
+    outputs = call(kind, wide, attrs);
+  } catch (...) {
+    t_skip_autocast = false;
+    throw;
+  }
+  t_skip_autocast = false;
+  for (Tensor& t : outputs) {
+    if (t.dtype() == DType::f32) t = cast_to(t, DType::f16);
+  }
+  return outputs;
 }
 
 }  // namespace
@@ -61,7 +92,7 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
   DispatchHooks& h = hooks();
-  if (h.autocast) {
+  if (h.autocast && !t_skip_autocast) {
     std::vector<Tensor> cast_inputs;
     if (h.autocast(kind, inputs, cast_inputs)) return call(kind, cast_inputs, attrs);
   }
@@ -74,6 +105,11 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
     }
     in_metas.push_back(meta_of(inputs[i]));
     traced = traced || inputs[i].is_traced();
+  }
+  if (!def.f16_kernels) {
+    bool any_f16 = false;
+    for (const TensorMeta& m : in_metas) any_f16 = any_f16 || m.dtype == DType::f16;
+    if (any_f16) return call_via_f32(kind, inputs, attrs);
   }
   std::vector<TensorMeta> out_metas = def.infer(in_metas, attrs);
   if (traced) {

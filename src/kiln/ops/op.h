@@ -105,6 +105,11 @@ struct OpDef {
   bool saves_outputs = false;
   uint32_t mutated_inputs = 0;  // bit i: the kernel writes input i in place
   AmpClass amp = AmpClass::follow;
+  // Whether the kernels take f16 data. fp16 has no fast path on this CPU (no AVX512-FP16) and
+  // oneDNN has no f16 kernels for it, so ops without them get f16 inputs widened to f32 by `cast`
+  // ops around the call (the dispatcher inserts them, visible to autograd and tracing alike) and
+  // their outputs rounded back to f16.
+  bool f16_kernels = true;
   CostFn cost = nullptr;
   TileFn tile = nullptr;  // elementwise ops only
   const ShardRule* shard = nullptr;

@@ -154,7 +154,7 @@ class ConvEpilogue : public DnnlEpilogue {
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                                        dnnl::algorithm::convolution_direct, src,
                                                        any_w, dst, strides, dil, pad, pad);
-    dnnl::convolution_forward::primitive_desc pd(desc, post_op_attr(node, residual), engine());
+    auto pd = ops::dnnl_util::conv_forward_pd(desc, post_op_attr(node, residual), src, any_w);
     prim_ = dnnl::convolution_forward(pd);
     bind(DNNL_ARG_DST, dst, y);
     if (bias) bind(DNNL_ARG_BIAS, bmd, *bias);

@@ -1,6 +1,7 @@
 #include "kiln/ops/dnnl/context.h"
 
 #include <string>
+#include <string_view>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
@@ -61,6 +62,24 @@ dnnl::primitive_attr scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
+}
+
+dnnl::convolution_forward::primitive_desc conv_forward_pd(
+    const dnnl::convolution_forward::desc& desc, const dnnl::primitive_attr& attr,
+    const dnnl::memory::desc& src, const dnnl::memory::desc& weights) {
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+  const dnnl::memory::dims wd = weights.dims();
+  // Plain (ungrouped) OIHW weights, not 1x1 (brgconv_1x1 is the fast one there), f32 data.
+  const bool few_channels =
+      wd.size() == 4 && wd[1] <= 16 && (wd[2] > 1 || wd[3] > 1) && src.data_type() == dt::f32;
+  if (!few_channels || std::string_view(pd.impl_info_str()).rfind("brgconv:", 0) != 0) return pd;
+  // next_impl() moves the descriptor itself, so search a second one and keep the first if the
+  // direct kernel is not on offer (it declines some shapes).
+  dnnl::convolution_forward::primitive_desc alt(desc, attr, engine());
+  while (alt.next_impl()) {
+    if (std::string_view(alt.impl_info_str()) == "jit:avx512_core") return alt;
+  }
+  return pd;
 }
 
 namespace {

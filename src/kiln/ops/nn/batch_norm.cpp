@@ -212,6 +212,7 @@ const OpDef op_def_batch_norm = {
     .saves_outputs = true,
     .mutated_inputs = 0b11000,  // running_mean, running_var (in training)
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = bn_cost<5>,
 };
 
@@ -223,6 +224,7 @@ const OpDef op_def_batch_norm_grad = {
     .kernel = bn_grad_kernel,
     .no_grad_reason = "second-order gradients of batch_norm are not supported",
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = bn_cost<8>,
 };
 

@@ -99,7 +99,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::memory::desc& s
                    : dnnl::convolution_forward::desc(
                          dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                          src, wei, dst, w.strides, w.dilates, w.padding, w.padding);
-  return dnnl::convolution_forward::primitive_desc(desc, scratchpad_attr(), engine());
+  return conv_forward_pd(desc, scratchpad_attr(), src, wei);
 }
 
 // A reorder of the user's OIHW weights into the layout a primitive wants (or back).
@@ -416,6 +416,7 @@ const OpDef op_def_conv2d = {
     .grad = conv_grad,
     .saved_inputs = 0b011,
     .amp = AmpClass::low_precision,
+    .f16_kernels = false,
     .cost = conv_cost,
 };
 
@@ -427,6 +428,7 @@ const OpDef op_def_conv2d_backward_data = {
     .grad = bwd_data_grad,
     .saved_inputs = 0b11,
     .amp = AmpClass::low_precision,
+    .f16_kernels = false,
     .cost = bwd_data_cost,
 };
 
@@ -439,6 +441,7 @@ const OpDef op_def_conv2d_backward_weights = {
     .grad = bwd_weights_grad,
     .saved_inputs = 0b11,
     .amp = AmpClass::low_precision,
+    .f16_kernels = false,
     .cost = bwd_weights_cost,
 };
 

@@ -144,6 +144,7 @@ const OpDef op_def_softmax_cross_entropy = {
     },
     .saved_inputs = 0b11,
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = ce_cost,
 };
 
@@ -154,6 +155,7 @@ const OpDef op_def_softmax_cross_entropy_grad = {
     .kernel = ce_grad_kernel,
     .no_grad_reason = "second-order gradients of softmax_cross_entropy are not supported",
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = ce_cost,
 };
 

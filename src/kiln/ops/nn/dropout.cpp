@@ -73,6 +73,7 @@ const OpDef op_def_dropout = {
     },
     .saves_outputs = true,
     .amp = AmpClass::follow,
+    .f16_kernels = false,
     .cost = dropout_cost,
 };
 

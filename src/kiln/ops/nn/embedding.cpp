@@ -102,6 +102,7 @@ const OpDef op_def_embedding = {
     },
     .saved_inputs = 0b10,
     .amp = AmpClass::follow,
+    .f16_kernels = false,
     .cost = embedding_cost,
 };
 
@@ -116,6 +117,7 @@ const OpDef op_def_embedding_grad = {
     },
     .saved_inputs = 0b10,
     .amp = AmpClass::follow,
+    .f16_kernels = false,
     .cost = embedding_grad_cost,
 };
 

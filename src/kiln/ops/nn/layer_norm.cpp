@@ -177,6 +177,7 @@ const OpDef op_def_layer_norm = {
     .saved_inputs = 0b011,
     .saves_outputs = true,
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = ln_cost<5>,
 };
 
@@ -188,6 +189,7 @@ const OpDef op_def_layer_norm_grad = {
     .kernel = ln_grad_kernel,
     .no_grad_reason = "second-order gradients of layer_norm are not supported",
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = ln_cost<8>,
 };
 

@@ -160,6 +160,7 @@ const OpDef op_def_matmul = {
     .grad = matmul_grad,
     .saved_inputs = 0b11,
     .amp = AmpClass::low_precision,
+    .f16_kernels = false,
     .cost = matmul_cost,
 };
 

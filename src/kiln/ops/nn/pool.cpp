@@ -4,8 +4,11 @@
 // Max-pool backward needs to know which element won each window. oneDNN keeps that in a
 // "workspace" whose size and layout belong to the implementation, so it cannot be a tensor with
 // an inferable shape in the graph, and it would live from forward to backward for every pool.
-// max_pool2d_grad instead recomputes the forward (training mode, workspace into scratch) from x,
-// which the gradient saves anyway: one extra read of x, a small fraction of a step.
+// max_pool2d_grad instead finds the winners again from x, which the gradient saves anyway:
+// non-overlapping f32 windows (the common 2×2/2) in one pass of our own (kernels/
+// max_pool_grad.h), anything else by recomputing oneDNN's forward (training mode, workspace into
+// scratch) and running its backward primitive.
+#include "kiln/ops/kernels/max_pool_grad.h"
 #include "kiln/ops/nn/common.h"
 
 namespace kiln::ops {
@@ -133,6 +136,10 @@ void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
   Tensor x = Max ? in_layout_of(nn::plain(in[1]), dx) : Tensor();
   Tensor dy = in[0];
   if (dx.numel() == 0) return;
+  if (Max && can_run_max_pool_grad_one_pass(dy, x, dx, a.kernel, a.stride, a.padding)) {
+    max_pool_grad_one_pass(dy, x, dx, a.kernel, false);
+    return;
+  }
   // dy in the layout dx has, so both sides of the primitive agree.
   Strides dy_strides =
       dx.is_channels_last() ? channels_last_strides(dy.shape()) : contiguous_strides(dy.shape());
@@ -214,6 +221,7 @@ const OpDef op_def_max_pool2d = {
     },
     .saved_inputs = 0b1,
     .amp = AmpClass::follow,
+    .f16_kernels = false,
     .cost = pool_cost<1>,
 };
 
@@ -224,7 +232,8 @@ const OpDef op_def_max_pool2d_grad = {
     .kernel = pool_grad_kernel<true>,
     .no_grad_reason = "second-order gradients of max_pool2d are not supported",
     .amp = AmpClass::follow,
-    .cost = pool_cost<2>,  // recomputes the forward
+    .f16_kernels = false,
+    .cost = pool_cost<2>,  // finds the window maxima again
 };
 
 const OpDef op_def_avg_pool2d = {
@@ -237,6 +246,7 @@ const OpDef op_def_avg_pool2d = {
       return {call1(OpKind::avg_pool2d_grad, {c.grad_outputs[0]}, a)};
     },
     .amp = AmpClass::follow,
+    .f16_kernels = false,
     .cost = pool_cost<1>,
 };
 
@@ -251,6 +261,7 @@ const OpDef op_def_avg_pool2d_grad = {
       return {call1(OpKind::avg_pool2d, {c.grad_outputs[0]}, a)};
     },
     .amp = AmpClass::follow,
+    .f16_kernels = false,
     .cost = pool_cost<1>,
 };
 

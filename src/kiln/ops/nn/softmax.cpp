@@ -136,6 +136,7 @@ const OpDef op_def_softmax = {
     },
     .saves_outputs = true,
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = elementwise_cost<5>,
 };
 
@@ -148,6 +149,7 @@ const OpDef op_def_log_softmax = {
     },
     .saves_outputs = true,
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = elementwise_cost<5>,
 };
 
@@ -158,6 +160,7 @@ const OpDef op_def_softmax_grad = {
     .kernel = backward_kernel<false>,
     .no_grad_reason = "second-order gradients of softmax are not supported",
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = elementwise_cost<4>,
 };
 
@@ -168,6 +171,7 @@ const OpDef op_def_log_softmax_grad = {
     .kernel = backward_kernel<true>,
     .no_grad_reason = "second-order gradients of log_softmax are not supported",
     .amp = AmpClass::fp32,
+    .f16_kernels = false,
     .cost = elementwise_cost<4>,
 };
 
