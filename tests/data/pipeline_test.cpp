@@ -172,9 +172,8 @@ TEST(Pipeline, RepeatSkipTake) {
   EXPECT_EQ(run_values(range_dataset(10).take(2).repeat(3)),
             (std::vector<int64_t>{0, 1, 0, 1, 0, 1}));
   // Repeating an empty input forever is an error, not a hang.
-  testing::run_with_timeout(20, [] {
-    EXPECT_THROW(run_values(range_dataset(10).skip(10).repeat(-1)), Error);
-  });
+  testing::run_with_timeout(
+      20, [] { EXPECT_THROW(run_values(range_dataset(10).skip(10).repeat(-1)), Error); });
   // batch then repeat keeps the partial batch of each pass.
   EXPECT_EQ(range_dataset(5).batch(2).repeat(2).get_dataset_size(), 6);
   EXPECT_EQ(run_values(range_dataset(5).batch(2).repeat(2)),
