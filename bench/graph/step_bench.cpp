@@ -1,5 +1,6 @@
 // Training-step throughput of one model in one mode, for side-by-side runs:
 //   kiln_graph_step_bench <lenet|resnet20|mlp> <batch> <eager|graph> <fusion on|off> [steps]
+//                         [--amp-level O0|O1|O2|O3]
 // Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS.
 // Run each configuration in its own process so the peak-memory numbers are its own.
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <ctime>
 #include <string>
 
+#include "kiln/amp/autocast.h"
 #include "kiln/autograd/tape.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/random.h"
@@ -38,7 +40,11 @@ int main(int argc, char** argv) {
   int64_t batch = std::atoll(argv[2]);
   bool graph_mode = std::string(argv[3]) == "graph";
   bool fusion = std::string(argv[4]) == "on";
-  int steps = argc > 5 ? std::atoi(argv[5]) : 30;
+  int steps = argc > 5 && argv[5][0] != '-' ? std::atoi(argv[5]) : 30;
+  amp::AmpConfig amp_config;
+  for (int i = 5; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--amp-level") amp_config.level = amp::parse_level(argv[i + 1]);
+  }
   set_seed(1);
   auto net = models::create(model);
   nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
@@ -54,13 +60,18 @@ int main(int argc, char** argv) {
   std::vector<Tensor> params = net->trainable_params();
 
   const char* dump_dir = std::getenv("KILN_DUMP_DIR");
-  train::CompiledTrainStep step(*net, loss, opt,
-                                {.fusion = fusion, .dump_dir = dump_dir ? dump_dir : ""});
+  train::CompiledTrainStep step(
+      *net, loss, opt, {.fusion = fusion, .dump_dir = dump_dir ? dump_dir : ""}, amp_config);
   step.set_verbose(false);
   auto run_step = [&]() -> float {
     if (graph_mode) return step.run(x, y).item<float>();
     opt.prepare_step();
-    Tensor l = loss(net->construct(x), y);
+    Tensor l;
+    {
+      std::optional<amp::AutocastScope> autocast;
+      if (amp_config.level != amp::AmpLevel::O0) autocast.emplace(amp_config);
+      l = loss(net->construct(x), y);
+    }
     std::vector<Tensor> grads = autograd::grad(l, params);
     opt.apply(grads);
     opt.advance();

@@ -36,9 +36,18 @@ TEST(CastPlacement, O1LowersOnlyTheWhiteList) {
 TEST(CastPlacement, O2KeepsNormsAndLossInFp32) {
   EXPECT_EQ(dtype_for(OpKind::relu, {DType::f32}, AmpLevel::O2), DType::bf16);
   EXPECT_EQ(dtype_for(OpKind::add, {DType::bf16, DType::f32}, AmpLevel::O2), DType::bf16);
+  // keep_batchnorm_fp32: bf16 data goes into BatchNorm as is (oneDNN computes it in fp32 with
+  // the fp32 params and statistics), fp32 data stays fp32, f16 data (no f16 kernel) is widened.
+  EXPECT_FALSE(dtype_for(OpKind::batch_norm,
+                         {DType::bf16, DType::f32, DType::f32, DType::f32, DType::f32},
+                         AmpLevel::O2));
+  EXPECT_FALSE(dtype_for(OpKind::batch_norm,
+                         {DType::f32, DType::f32, DType::f32, DType::f32, DType::f32},
+                         AmpLevel::O2));
   EXPECT_EQ(dtype_for(OpKind::batch_norm,
-                      {DType::bf16, DType::f32, DType::f32, DType::f32, DType::f32},
-                      AmpLevel::O2),
+                      {DType::f16, DType::f32, DType::f32, DType::f32, DType::f32}, AmpLevel::O2),
+            DType::f32);
+  EXPECT_EQ(dtype_for(OpKind::layer_norm, {DType::bf16, DType::f32, DType::f32}, AmpLevel::O2),
             DType::f32);
   EXPECT_EQ(dtype_for(OpKind::batch_norm,
                       {DType::f32, DType::f32, DType::f32, DType::f32, DType::f32}, AmpLevel::O2,
@@ -81,7 +90,10 @@ TEST(Autocast, O1MatmulRunsInBf16AndMasterWeightGradIsFp32) {
 
 TEST(Autocast, ScopeEndsAtItsBrace) {
   Tensor x = Tensor::full({2, 2}, 1.0);
-  { AutocastScope scope(AmpConfig{AmpLevel::O3}); EXPECT_EQ(ops::relu(x).dtype(), DType::bf16); }
+  {
+    AutocastScope scope(AmpConfig{AmpLevel::O3});
+    EXPECT_EQ(ops::relu(x).dtype(), DType::bf16);
+  }
   EXPECT_EQ(ops::relu(x).dtype(), DType::f32);
 }
 

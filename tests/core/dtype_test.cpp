@@ -105,3 +105,38 @@ TEST(DTypeNames, RoundTripAndUnknownNamed) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// convert() runs vectorized, chunked loops; every lane must round exactly as the scalar
+// float_to_bf16 / bf16_to_float do (ties to even, quiet NaN, denormals kept), at every length
+// and alignment the vector loop's tail handling can see.
+TEST(DTypeConvert, VectorisedBf16MatchesScalarBitForBit) {
+  std::vector<float> values;
+  uint32_t bits = 0x12345678u;
+  for (int i = 0; i < 70000; ++i) {
+    bits = bits * 1664525u + 1013904223u;  // every exponent, sign and mantissa pattern
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  for (float special : {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1e-40f, -1e-42f,
+                        std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    values.push_back(special);
+  }
+  for (size_t n : {size_t(1), size_t(15), size_t(17), size_t(1023), values.size()}) {
+    std::vector<bf16_t> out(n);
+    convert(values.data(), DType::f32, out.data(), DType::bf16, int64_t(n));
+    std::vector<float> back(n);
+    convert(out.data(), DType::bf16, back.data(), DType::f32, int64_t(n));
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i].bits, float_to_bf16(values[i]).bits) << "n=" << n << " i=" << i;
+      float expected = bf16_to_float(out[i]);
+      ASSERT_EQ(std::memcmp(&back[i], &expected, 4), 0) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,6 +1,9 @@
 #include "kiln/core/dtype.h"
 
 #include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include <string>
 
@@ -21,8 +24,12 @@ DType dtype_from_name(std::string_view name) {
 }
 
 // F16C conversions round to nearest even in hardware (imm 0 = _MM_FROUND_TO_NEAREST_INT).
-float f16_to_float(f16_t v) { return _cvtsh_ss(v.bits); }
-f16_t float_to_f16(float f) { return {_cvtss_sh(f, 0)}; }
+float f16_to_float(f16_t v) {
+  return _cvtsh_ss(v.bits);
+}
+f16_t float_to_f16(float f) {
+  return {_cvtss_sh(f, 0)};
+}
 
 namespace {
 
@@ -37,37 +44,98 @@ float load_as_float(const void* p, int64_t i) {
   }
 }
 
+// bf16 <-> f32 are the AMP hot path (every cast, and every bf16 tile the pointwise engine
+// loads or stores), so they get explicit 16-wide loops. The f32 -> bf16 one repeats
+// float_to_bf16's integer rounding exactly (rather than vcvtneps2bf16, which flushes denormals)
+// so vector and scalar paths agree bit for bit.
+void bf16_to_f32_serial(const bf16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+    _mm512_storeu_si512(out + i, w);
+  }
+#endif
+  for (; i < n; ++i) out[i] = bf16_to_float(in[i]);
+}
+
+void f32_to_bf16_serial(const float* in, bf16_t* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  for (; i + 16 <= n; i += 16) {
+    __m512i u = _mm512_loadu_si512(in + i);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+    __m512i r = _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
+  }
+#endif
+  for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+
 template <class Src, class Dst>
-void convert_typed(const void* src, void* dst, int64_t n) {
+void convert_serial(const void* src, void* dst, int64_t n) {
   auto* out = static_cast<Dst*>(dst);
   if constexpr (std::is_same_v<Src, Dst>) {
     std::memcpy(dst, src, size_t(n) * sizeof(Src));
+  } else if constexpr (std::is_same_v<Src, float> && std::is_same_v<Dst, bf16_t>) {
+    f32_to_bf16_serial(static_cast<const float*>(src), out, n);
+  } else if constexpr (std::is_same_v<Src, bf16_t> && std::is_same_v<Dst, float>) {
+    bf16_to_f32_serial(static_cast<const bf16_t*>(src), out, n);
   } else if constexpr (std::is_same_v<Dst, bf16_t>) {
-#pragma omp parallel for if (n > 65536) schedule(static)
     for (int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(load_as_float<Src>(src, i));
   } else if constexpr (std::is_same_v<Dst, f16_t>) {
-#pragma omp parallel for if (n > 65536) schedule(static)
     for (int64_t i = 0; i < n; ++i) out[i] = float_to_f16(load_as_float<Src>(src, i));
   } else if constexpr (std::is_same_v<Src, bf16_t> || std::is_same_v<Src, f16_t>) {
-#pragma omp parallel for if (n > 65536) schedule(static)
     for (int64_t i = 0; i < n; ++i) out[i] = Dst(load_as_float<Src>(src, i));
   } else {
     const auto* in = static_cast<const Src*>(src);
-#pragma omp parallel for if (n > 65536) schedule(static)
     for (int64_t i = 0; i < n; ++i) out[i] = Dst(in[i]);
+  }
+}
+
+// Small conversions (the pointwise engine converts one tile at a time, from inside its own
+// parallel region) must not open an OpenMP region: even a one-thread nested region costs more
+// than converting a 1024-element tile.
+constexpr int64_t kParallelConvertMin = 65536;
+constexpr int64_t kConvertChunk = 16384;
+
+template <class Src, class Dst>
+void convert_typed(const void* src, void* dst, int64_t n) {
+  if (n <= kParallelConvertMin || omp_in_parallel()) return convert_serial<Src, Dst>(src, dst, n);
+  const int64_t chunks = (n + kConvertChunk - 1) / kConvertChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kConvertChunk, len = std::min(kConvertChunk, n - begin);
+    convert_serial<Src, Dst>(static_cast<const Src*>(src) + begin, static_cast<Dst*>(dst) + begin,
+                             len);
   }
 }
 
 template <class Src>
 void convert_from(const void* src, void* dst, DType dst_type, int64_t n) {
   switch (dst_type) {
-    case DType::f32: return convert_typed<Src, float>(src, dst, n);
-    case DType::f16: return convert_typed<Src, f16_t>(src, dst, n);
-    case DType::bf16: return convert_typed<Src, bf16_t>(src, dst, n);
-    case DType::i32: return convert_typed<Src, int32_t>(src, dst, n);
-    case DType::i64: return convert_typed<Src, int64_t>(src, dst, n);
-    case DType::u8: return convert_typed<Src, uint8_t>(src, dst, n);
-    case DType::boolean: return convert_typed<Src, bool>(src, dst, n);
+    case DType::f32:
+      return convert_typed<Src, float>(src, dst, n);
+    case DType::f16:
+      return convert_typed<Src, f16_t>(src, dst, n);
+    case DType::bf16:
+      return convert_typed<Src, bf16_t>(src, dst, n);
+    case DType::i32:
+      return convert_typed<Src, int32_t>(src, dst, n);
+    case DType::i64:
+      return convert_typed<Src, int64_t>(src, dst, n);
+    case DType::u8:
+      return convert_typed<Src, uint8_t>(src, dst, n);
+    case DType::boolean:
+      return convert_typed<Src, bool>(src, dst, n);
   }
 }
 
@@ -75,13 +143,20 @@ void convert_from(const void* src, void* dst, DType dst_type, int64_t n) {
 
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n) {
   switch (src_type) {
-    case DType::f32: return convert_from<float>(src, dst, dst_type, n);
-    case DType::f16: return convert_from<f16_t>(src, dst, dst_type, n);
-    case DType::bf16: return convert_from<bf16_t>(src, dst, dst_type, n);
-    case DType::i32: return convert_from<int32_t>(src, dst, dst_type, n);
-    case DType::i64: return convert_from<int64_t>(src, dst, dst_type, n);
-    case DType::u8: return convert_from<uint8_t>(src, dst, dst_type, n);
-    case DType::boolean: return convert_from<bool>(src, dst, dst_type, n);
+    case DType::f32:
+      return convert_from<float>(src, dst, dst_type, n);
+    case DType::f16:
+      return convert_from<f16_t>(src, dst, dst_type, n);
+    case DType::bf16:
+      return convert_from<bf16_t>(src, dst, dst_type, n);
+    case DType::i32:
+      return convert_from<int32_t>(src, dst, dst_type, n);
+    case DType::i64:
+      return convert_from<int64_t>(src, dst, dst_type, n);
+    case DType::u8:
+      return convert_from<uint8_t>(src, dst, dst_type, n);
+    case DType::boolean:
+      return convert_from<bool>(src, dst, dst_type, n);
   }
 }
 

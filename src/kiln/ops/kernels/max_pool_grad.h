@@ -12,7 +12,8 @@
 
 namespace kiln::ops {
 
-// Whether the one-pass kernel applies: f32 rank-4 tensors, dense dx, kernel == stride, no padding.
+// Whether the one-pass kernel applies: f32 or bf16 (all three alike) rank-4 tensors, dense dx,
+// kernel == stride, no padding.
 bool can_run_max_pool_grad_one_pass(const Tensor& dy, const Tensor& x, const Tensor& dx,
                                     std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                                     std::array<int64_t, 2> padding);

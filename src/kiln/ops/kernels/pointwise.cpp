@@ -32,6 +32,13 @@ void load_tile(const Operand& op, int64_t offset, int64_t inner_stride, int64_t 
     std::fill(scratch, scratch + n, v);
   } else if (inner_stride == 1) {
     convert(p, op.dtype, scratch, DType::f32, n);
+  } else if (op.dtype == DType::bf16) {
+    // Strided bf16 (AMP's common case): widen inline instead of a dispatched call per element.
+    const auto* b = reinterpret_cast<const bf16_t*>(p);
+    for (int64_t i = 0; i < n; ++i) scratch[i] = bf16_to_float(b[i * inner_stride]);
+  } else if (op.dtype == DType::f32) {
+    const auto* f = reinterpret_cast<const float*>(p);
+    for (int64_t i = 0; i < n; ++i) scratch[i] = f[i * inner_stride];
   } else {
     for (int64_t i = 0; i < n; ++i) {
       convert(p + i * inner_stride * int64_t(es), op.dtype, scratch + i, DType::f32, 1);
@@ -136,10 +143,12 @@ void pointwise_apply(std::span<const Tensor> inputs, Tensor& out, TileBody body)
         body.fn(body.ctx, scratch[nin], ptrs, n);
         if (os == 1) {
           convert(scratch[nin], DType::f32, obase, out.dtype(), n);
+        } else if (out.dtype() == DType::bf16) {
+          auto* b = reinterpret_cast<bf16_t*>(obase);
+          for (int64_t i = 0; i < n; ++i) b[i * os] = float_to_bf16(scratch[nin][i]);
         } else {
           for (int64_t i = 0; i < n; ++i) {
-            convert(scratch[nin] + i, DType::f32, obase + i * os * int64_t(out_es), out.dtype(),
-                    1);
+            convert(scratch[nin] + i, DType::f32, obase + i * os * int64_t(out_es), out.dtype(), 1);
           }
         }
       }
