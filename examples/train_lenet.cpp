@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
     auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.01),
                                                  optim::MomentumOptions{.momentum = 0.9});
     train::Model model(net, loss, opt, {.metrics = {"accuracy"}});
-    model.train(2, train_ds,
-                {std::make_shared<train::LossMonitor>(200), std::make_shared<train::TimeMonitor>()});
+    model.train(
+        2, train_ds,
+        {std::make_shared<train::LossMonitor>(200), std::make_shared<train::TimeMonitor>()});
     std::printf("test accuracy: %.4f\n", model.eval(test_ds)["accuracy"]);
   } catch (const Error& e) {
     std::fprintf(stderr, "train_lenet: %s\n", e.what());

@@ -69,9 +69,9 @@ TEST(Tape, NonScalarRootNeedsGradOutput) {
 
 TEST(Tape, GradientsFlowThroughViews) {
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
-  Tensor t = ops::transpose(x, 0, 1);              // [3, 2] view
-  Tensor s = ops::slice(t, 0, 1, 3);               // rows 1..2 of the transpose
-  Tensor y = ops::sum(ops::mul(s, s));             // x[:, 1:3] squared
+  Tensor t = ops::transpose(x, 0, 1);   // [3, 2] view
+  Tensor s = ops::slice(t, 0, 1, 3);    // rows 1..2 of the transpose
+  Tensor y = ops::sum(ops::mul(s, s));  // x[:, 1:3] squared
   std::vector<Tensor> g = autograd::grad(y, {x});
   EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{0, 4, 6, 0, 10, 12}));
 }

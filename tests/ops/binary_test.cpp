@@ -23,8 +23,8 @@ const BinaryCase kCases[] = {
 };
 
 const std::pair<Shape, Shape> kShapes[] = {
-    {{3, 4}, {3, 4}},  {{3, 4}, {4}},       {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}},
-    {{5}, {}},         {{2, 1, 3}, {4, 1}}, {{1}, {2, 2}},    {{2, 3, 1500}, {2, 3, 1500}},
+    {{3, 4}, {3, 4}}, {{3, 4}, {4}},       {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}},
+    {{5}, {}},        {{2, 1, 3}, {4, 1}}, {{1}, {2, 2}},    {{2, 3, 1500}, {2, 3, 1500}},
 };
 
 class BinaryOpTest : public ::testing::TestWithParam<BinaryCase> {};
@@ -33,11 +33,10 @@ TEST_P(BinaryOpTest, ForwardMatchesReferenceWithBroadcasting) {
   const BinaryCase& c = GetParam();
   for (const auto& [sa, sb] : kShapes) {
     Tensor a = random_tensor(sa, 1, c.lo, c.hi), b = random_tensor(sb, 2, c.lo, c.hi);
-    expect_forward_matches([&](const std::vector<Tensor>& x) { return c.kiln(x[0], x[1]); },
-                           [&](const std::vector<Values>& x) {
-                             return broadcast_binary(x[0], sa, x[1], sb, c.ref);
-                           },
-                           {a, b});
+    expect_forward_matches(
+        [&](const std::vector<Tensor>& x) { return c.kiln(x[0], x[1]); },
+        [&](const std::vector<Values>& x) { return broadcast_binary(x[0], sa, x[1], sb, c.ref); },
+        {a, b});
   }
 }
 
@@ -46,11 +45,10 @@ TEST_P(BinaryOpTest, GradientMatchesFiniteDifferences) {
   for (int k = 0; k < 7; ++k) {
     const auto& [sa, sb] = kShapes[k];
     Tensor a = random_tensor(sa, 3, c.lo, c.hi), b = random_tensor(sb, 4, c.lo, c.hi);
-    expect_gradients_match([&](const std::vector<Tensor>& x) { return c.kiln(x[0], x[1]); },
-                           [&](const std::vector<Values>& x) {
-                             return broadcast_binary(x[0], sa, x[1], sb, c.ref);
-                           },
-                           {a, b});
+    expect_gradients_match(
+        [&](const std::vector<Tensor>& x) { return c.kiln(x[0], x[1]); },
+        [&](const std::vector<Values>& x) { return broadcast_binary(x[0], sa, x[1], sb, c.ref); },
+        {a, b});
   }
 }
 

@@ -30,8 +30,8 @@ class FiniteLossCheck : public Callback {
   bool finite = true;
 };
 
-RunResult train_and_test(const std::string& model_name, const ModelOptions& options,
-                         int64_t epochs, int64_t max_steps) {
+RunResult train_and_test(const std::string& model_name, const ModelOptions& options, int64_t epochs,
+                         int64_t max_steps) {
   set_seed(3);
   dataset::config::set_seed(3);
   // Normalised inputs and a cosine decay to zero: both runs end on a settled model, so the
@@ -49,8 +49,7 @@ RunResult train_and_test(const std::string& model_name, const ModelOptions& opti
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(),
                                                optim::cosine_decay_lr(0.0, 0.05, steps),
                                                optim::MomentumOptions{.momentum = 0.9});
-  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt,
-              options);
+  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt, options);
   auto check = std::make_shared<FiniteLossCheck>();
   model.train(epochs, train_ds, {check}, {.max_steps = max_steps});
   return {model.eval(test_ds, {"accuracy"})["accuracy"], check->finite};

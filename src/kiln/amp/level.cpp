@@ -16,10 +16,14 @@ AmpLevel parse_level(std::string_view name) {
 
 std::string_view level_name(AmpLevel level) {
   switch (level) {
-    case AmpLevel::O0: return "O0";
-    case AmpLevel::O1: return "O1";
-    case AmpLevel::O2: return "O2";
-    case AmpLevel::O3: return "O3";
+    case AmpLevel::O0:
+      return "O0";
+    case AmpLevel::O1:
+      return "O1";
+    case AmpLevel::O2:
+      return "O2";
+    case AmpLevel::O3:
+      return "O3";
   }
   return "?";
 }

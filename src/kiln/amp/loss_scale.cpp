@@ -23,7 +23,8 @@ bool FixedLossScaleManager::update(bool overflow) {
 DynamicLossScaleManager::DynamicLossScaleManager(double init_loss_scale, double scale_factor,
                                                  int64_t scale_window)
     : scale_(init_loss_scale), factor_(scale_factor), window_(scale_window) {
-  if (!(init_loss_scale >= 1.0)) throw Error("DynamicLossScaleManager: init_loss_scale must be >= 1");
+  if (!(init_loss_scale >= 1.0))
+    throw Error("DynamicLossScaleManager: init_loss_scale must be >= 1");
   if (!(scale_factor > 1.0)) throw Error("DynamicLossScaleManager: scale_factor must be > 1");
   if (scale_window < 1) throw Error("DynamicLossScaleManager: scale_window must be >= 1");
 }

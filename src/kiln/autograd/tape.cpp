@@ -115,8 +115,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
         grad_outputs[j] = Tensor::zeros(node->output_metas[j].shape, node->output_metas[j].dtype);
       }
     }
-    ops::GradCtx ctx{node->saved_inputs, node->input_metas, node->saved_outputs, grad_outputs,
-                     node->attrs, std::span<const bool>(needs_array.get(), needs.size())};
+    ops::GradCtx ctx{node->saved_inputs,  node->input_metas,
+                     node->saved_outputs, grad_outputs,
+                     node->attrs,         std::span<const bool>(needs_array.get(), needs.size())};
     std::vector<Tensor> grads = def.grad(ctx);
     if (grads.size() != node->edges.size()) {
       throw Error(std::string(def.name) + ": gradient rule returned " +
@@ -148,7 +149,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
 
 }  // namespace
 
-void install() { ops::hooks().record = record; }
+void install() {
+  ops::hooks().record = record;
+}
 
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   run_backward(root, grad_output, retain_graph,

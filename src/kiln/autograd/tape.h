@@ -14,7 +14,7 @@ namespace kiln {
 
 struct GradNode {
   struct Edge {
-    std::shared_ptr<GradNode> node;    // the producer of this input, or null for a leaf
+    std::shared_ptr<GradNode> node;  // the producer of this input, or null for a leaf
     int output_index = 0;
     std::shared_ptr<TensorImpl> leaf;  // a leaf that requires grad
   };

@@ -5,10 +5,10 @@
 namespace kiln {
 
 struct MemoryStats {
-  int64_t in_use_bytes = 0;   // handed out to tensors now
-  int64_t peak_bytes = 0;     // highest in_use_bytes since the last reset_peak()
-  int64_t cached_bytes = 0;   // freed by tensors, kept for reuse
-  int64_t os_allocations = 0; // blocks obtained from the OS (a cache miss each)
+  int64_t in_use_bytes = 0;    // handed out to tensors now
+  int64_t peak_bytes = 0;      // highest in_use_bytes since the last reset_peak()
+  int64_t cached_bytes = 0;    // freed by tensors, kept for reuse
+  int64_t os_allocations = 0;  // blocks obtained from the OS (a cache miss each)
 };
 
 // The process-wide caching allocator. Freed blocks are kept in size-class free lists and reused

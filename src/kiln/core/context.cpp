@@ -18,6 +18,8 @@ void set_context(const Context& context) {
   current() = context;
 }
 
-const Context& get_context() { return current(); }
+const Context& get_context() {
+  return current();
+}
 
 }  // namespace kiln

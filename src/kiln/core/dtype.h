@@ -12,26 +12,40 @@ inline constexpr int kNumDTypes = 7;
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
-    case DType::boolean: return 1;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
+    case DType::boolean:
+      return 1;
   }
   return 0;
 }
 
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
@@ -39,7 +53,9 @@ constexpr std::string_view dtype_name(DType t) {
 constexpr bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16;
 }
-constexpr bool is_low_precision(DType t) { return t == DType::f16 || t == DType::bf16; }
+constexpr bool is_low_precision(DType t) {
+  return t == DType::f16 || t == DType::bf16;
+}
 
 DType dtype_from_name(std::string_view name);  // throws Error naming the unknown dtype
 
@@ -73,19 +89,33 @@ f16_t float_to_f16(float f);
 template <class T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::f32; }
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
 template <>
-constexpr DType dtype_of<f16_t>() { return DType::f16; }
+constexpr DType dtype_of<f16_t>() {
+  return DType::f16;
+}
 template <>
-constexpr DType dtype_of<bf16_t>() { return DType::bf16; }
+constexpr DType dtype_of<bf16_t>() {
+  return DType::bf16;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::i32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
 template <>
-constexpr DType dtype_of<int64_t>() { return DType::i64; }
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
 template <>
-constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
 template <>
-constexpr DType dtype_of<bool>() { return DType::boolean; }
+constexpr DType dtype_of<bool>() {
+  return DType::boolean;
+}
 
 // Converts n values between any two dtypes (round-to-nearest-even into bf16/f16).
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n);

@@ -35,7 +35,7 @@ std::string concat(const Args&... args) {
 
 }  // namespace kiln
 
-#define KILN_CHECK(cond, ...)                                         \
-  do {                                                                \
+#define KILN_CHECK(cond, ...)                                              \
+  do {                                                                     \
     if (!(cond)) throw ::kiln::Error(::kiln::detail::concat(__VA_ARGS__)); \
   } while (0)

@@ -7,6 +7,8 @@ Generator& default_generator() {
   return g;
 }
 
-void set_seed(uint64_t seed) { default_generator().seed(seed); }
+void set_seed(uint64_t seed) {
+  default_generator().seed(seed);
+}
 
 }  // namespace kiln

@@ -79,7 +79,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype) {
+  return full(shape, 1.0, dtype);
+}
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
@@ -101,7 +103,9 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
   return t;
 }
 
-Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+Tensor Tensor::scalar(double value, DType dtype) {
+  return full(Shape{}, value, dtype);
+}
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -219,8 +223,9 @@ template std::vector<uint8_t> Tensor::to_vector() const;
 
 template <class T>
 T Tensor::item() const {
-  if (numel() != 1) throw ShapeError("item() on a tensor with " + std::to_string(numel()) +
-                                     " elements " + describe(*this));
+  if (numel() != 1)
+    throw ShapeError("item() on a tensor with " + std::to_string(numel()) + " elements " +
+                     describe(*this));
   return to_vector<T>()[0];
 }
 template float Tensor::item() const;
@@ -317,7 +322,9 @@ Tensor Tensor::grad() const {
   return Tensor(impl_->autograd->grad);
 }
 
-void Tensor::set_grad(const Tensor& g) { autograd_meta().grad = g.impl_ptr(); }
+void Tensor::set_grad(const Tensor& g) {
+  autograd_meta().grad = g.impl_ptr();
+}
 
 void Tensor::zero_grad() {
   if (impl_ && impl_->autograd) impl_->autograd->grad.reset();
@@ -328,6 +335,8 @@ std::string describe(const Tensor& t) {
   return std::string(dtype_name(t.dtype())) + t.shape().str();
 }
 
-std::string Tensor::str() const { return "Tensor[" + describe(*this) + "]"; }
+std::string Tensor::str() const {
+  return "Tensor[" + describe(*this) + "]";
+}
 
 }  // namespace kiln

@@ -13,7 +13,7 @@ namespace kiln {
 // allocator; borrowed blocks (a graph arena, a memory-mapped file) are kept alive by `keeper`.
 class Storage {
  public:
-  explicit Storage(size_t bytes);                              // owned
+  explicit Storage(size_t bytes);                                   // owned
   Storage(void* data, size_t bytes, std::shared_ptr<void> keeper);  // borrowed
   ~Storage();
   Storage(const Storage&) = delete;

@@ -5,9 +5,13 @@
 
 namespace kiln {
 
-void set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : available_cores()); }
+void set_num_threads(int n) {
+  omp_set_num_threads(n > 0 ? n : available_cores());
+}
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  return omp_get_max_threads();
+}
 
 int available_cores() {
   cpu_set_t set;

@@ -61,11 +61,14 @@ DispatchHooks& hooks() {
   return h;
 }
 
-bool grad_enabled() { return t_grad_enabled; }
-void set_grad_enabled(bool on) { t_grad_enabled = on; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+void set_grad_enabled(bool on) {
+  t_grad_enabled = on;
+}
 
-std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs,
-                              const Attrs& attrs) {
+std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
   return def.infer(inputs, attrs);

@@ -31,8 +31,8 @@ void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> o
 struct DispatchHooks {
   // Automatic mixed precision: may replace the inputs with cast copies before the op runs
   // (returns false to leave them alone). Set by amp/ while an autocast scope is active.
-  bool (*autocast)(OpKind, std::span<const Tensor> inputs, std::vector<Tensor>& cast_inputs) =
-      nullptr;
+  bool (*autocast)(OpKind, std::span<const Tensor> inputs,
+                   std::vector<Tensor>& cast_inputs) = nullptr;
   std::vector<Tensor> (*trace)(OpKind, std::span<const Tensor> inputs, const Attrs&,
                                std::span<const TensorMeta> outputs) = nullptr;
   void (*record)(OpKind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,

@@ -34,7 +34,7 @@ Tensor mul_scalar(const Tensor& x, double s);
 Tensor pow_scalar(const Tensor& x, double exponent);
 Tensor sign(const Tensor& x);
 // Gradient helpers (also ops, so graph mode fuses them).
-Tensor relu_grad(const Tensor& grad, const Tensor& y);   // grad * (y > 0)
+Tensor relu_grad(const Tensor& grad, const Tensor& y);  // grad * (y > 0)
 Tensor gelu_grad(const Tensor& grad, const Tensor& x);
 Tensor where_positive(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond > 0 ? a : b
 Tensor compare_equal(const Tensor& a, const Tensor& b);  // 1.0 where equal, else 0.0
@@ -68,8 +68,7 @@ Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 Tensor softmax_grad(const Tensor& grad, const Tensor& y, int64_t axis);
 Tensor log_softmax_grad(const Tensor& grad, const Tensor& y, int64_t axis);
 // Matrix product of the last two dims, batched over (broadcast) leading dims.
-Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
-              bool transpose_b = false);
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
 struct Conv2dOptions {
   std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
@@ -95,8 +94,8 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opt);
 // running_var in place (momentum as in MindSpore: running = momentum*running + (1-momentum)*batch).
 // Returns {y, saved_mean, saved_inv_std}.
 std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                               const Tensor& running_mean, const Tensor& running_var,
-                               bool training, double momentum, double eps);
+                               const Tensor& running_mean, const Tensor& running_var, bool training,
+                               double momentum, double eps);
 // Layer norm over the last gamma.rank() dims; returns {y, mean, inv_std}.
 std::vector<Tensor> layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                double eps);
@@ -122,11 +121,25 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
 
 namespace kiln {
 // Arithmetic operators on tensors, for readable model code.
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
-inline Tensor operator-(const Tensor& a) { return ops::neg(a); }
-inline Tensor operator*(const Tensor& a, double s) { return ops::mul_scalar(a, s); }
-inline Tensor operator+(const Tensor& a, double s) { return ops::add_scalar(a, s); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return ops::add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return ops::sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return ops::mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return ops::div(a, b);
+}
+inline Tensor operator-(const Tensor& a) {
+  return ops::neg(a);
+}
+inline Tensor operator*(const Tensor& a, double s) {
+  return ops::mul_scalar(a, s);
+}
+inline Tensor operator+(const Tensor& a, double s) {
+  return ops::add_scalar(a, s);
+}
 }  // namespace kiln

@@ -5,6 +5,7 @@
 //
 // Backward-only kernels (conv2d_backward_data, …) are ops too, so graph mode can schedule,
 // fuse and cost them like any other.
+// clang-format off
 #define KILN_FOR_EACH_OP(X)                                                                  \
   /* elementwise, broadcasting */                                                            \
   X(add) X(sub) X(mul) X(div) X(maximum) X(minimum) X(pow)                                   \
@@ -25,3 +26,4 @@
   X(embedding) X(embedding_grad)                                                             \
   /* optimizer updates: in place, one fused pass over parameter, gradient and state */       \
   X(sgd_update) X(momentum_update) X(adam_update)
+// clang-format on

@@ -14,9 +14,13 @@ static_assert(std::size(kOpTable) == kNumOps, "op table and OpKind disagree");
 
 }  // namespace
 
-const OpDef& op_def(OpKind kind) { return *kOpTable[size_t(kind)]; }
+const OpDef& op_def(OpKind kind) {
+  return *kOpTable[size_t(kind)];
+}
 
-std::string_view op_name(OpKind kind) { return kOpTable[size_t(kind)]->name; }
+std::string_view op_name(OpKind kind) {
+  return kOpTable[size_t(kind)]->name;
+}
 
 OpKind op_by_name(std::string_view name) {
   for (size_t i = 0; i < kNumOps; ++i) {

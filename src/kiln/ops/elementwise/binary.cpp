@@ -166,12 +166,26 @@ const OpDef op_def_pow = {
     .tile = pow_tile,
 };
 
-Tensor add(const Tensor& a, const Tensor& b) { return call1(OpKind::add, {a, b}); }
-Tensor sub(const Tensor& a, const Tensor& b) { return call1(OpKind::sub, {a, b}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return call1(OpKind::mul, {a, b}); }
-Tensor div(const Tensor& a, const Tensor& b) { return call1(OpKind::div, {a, b}); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return call1(OpKind::maximum, {a, b}); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return call1(OpKind::minimum, {a, b}); }
-Tensor pow(const Tensor& a, const Tensor& b) { return call1(OpKind::pow, {a, b}); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::add, {a, b});
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::sub, {a, b});
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::mul, {a, b});
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::div, {a, b});
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::maximum, {a, b});
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::minimum, {a, b});
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return call1(OpKind::pow, {a, b});
+}
 
 }  // namespace kiln::ops
