@@ -160,4 +160,27 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t
   }
 }
 
+void fill(void* dst, DType dtype, double value, int64_t n) {
+  if (n <= 0) return;
+  // Convert once, then replicate the element's bytes.
+  alignas(8) unsigned char elem[8];
+  if (dtype == DType::i64) {
+    int64_t v = int64_t(value);
+    std::memcpy(elem, &v, 8);
+  } else if (dtype == DType::i32) {
+    int32_t v = int32_t(value);
+    std::memcpy(elem, &v, 4);
+  } else {
+    float f = float(value);
+    convert(&f, DType::f32, elem, dtype, 1);
+  }
+  size_t es = dtype_size(dtype);
+  auto* out = static_cast<unsigned char*>(dst);
+  if (es == 1) {
+    std::memset(out, elem[0], size_t(n));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + size_t(i) * es, elem, es);
+}
+
 }  // namespace kiln

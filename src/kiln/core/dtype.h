@@ -117,6 +117,9 @@ constexpr DType dtype_of<bool>() {
   return DType::boolean;
 }
 
+// Writes `value` (converted to dtype, rounded to nearest even for bf16/f16) into n elements.
+void fill(void* dst, DType dtype, double value, int64_t n);
+
 // Converts n values between any two dtypes (round-to-nearest-even into bf16/f16).
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n);
 

@@ -85,21 +85,7 @@ Tensor Tensor::ones(const Shape& shape, DType dtype) {
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  float f = float(value);
-  // Convert once, then replicate the element bytes.
-  alignas(8) unsigned char elem[8];
-  if (dtype == DType::i64) {
-    int64_t v = int64_t(value);
-    std::memcpy(elem, &v, 8);
-  } else if (dtype == DType::i32) {
-    int32_t v = int32_t(value);
-    std::memcpy(elem, &v, 4);
-  } else {
-    convert(&f, DType::f32, elem, dtype, 1);
-  }
-  size_t es = dtype_size(dtype);
-  auto* out = static_cast<unsigned char*>(t.raw_data());
-  for (int64_t i = 0; i < t.numel(); ++i) std::memcpy(out + size_t(i) * es, elem, es);
+  fill(t.raw_data(), dtype, value, t.numel());
   return t;
 }
 

@@ -101,28 +101,6 @@ class MapStage : public ParallelStage {
   bool in_place_ = false;
 };
 
-void fill_value(void* dst, DType dtype, double value, int64_t n) {
-  if (n <= 0) return;
-  alignas(8) unsigned char elem[8];
-  if (dtype == DType::i64) {
-    int64_t v = int64_t(value);
-    std::memcpy(elem, &v, 8);
-  } else if (dtype == DType::i32) {
-    int32_t v = int32_t(value);
-    std::memcpy(elem, &v, 4);
-  } else {
-    float f = float(value);
-    convert(&f, DType::f32, elem, dtype, 1);
-  }
-  size_t es = dtype_size(dtype);
-  auto* out = static_cast<unsigned char*>(dst);
-  if (es == 1) {
-    std::memset(out, elem[0], size_t(n));
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) std::memcpy(out + size_t(i) * es, elem, es);
-}
-
 // Copies `src` (contiguous, shape s) into the top-left corner of `dst` (contiguous, shape d).
 void copy_padded(const unsigned char* src, const Shape& s, unsigned char* dst, const Shape& d,
                  size_t es) {
@@ -207,7 +185,7 @@ class Collator {
       auto* dst = static_cast<unsigned char*>(batch.raw_data());
       const size_t es = dtype_size(first.dtype());
       const size_t row_bytes = size_t(shape.numel()) * es;
-      if (pad_[c]) fill_value(dst, first.dtype(), pad_[c]->value, batch.numel());
+      if (pad_[c]) fill(dst, first.dtype(), pad_[c]->value, batch.numel());
       for (int64_t i = 0; i < n; ++i) {
         Tensor t = rows[size_t(i)].columns[c].contiguous();
         auto* src = static_cast<const unsigned char*>(t.raw_data());

@@ -123,6 +123,16 @@ Tensor weight_buffer(size_t bytes) {
   return Tensor::empty(Shape{int64_t(bytes)}, DType::u8);
 }
 
+// The weights in the layout the primitive wants: w itself, or w reordered into `buffer`.
+void* weights_for(ConvPrim& p, const Tensor& w, Tensor& buffer) {
+  if (!p.reorder_weights) return w.raw_data();
+  buffer = weight_buffer(p.weight_bytes);
+  p.weights.set(DNNL_ARG_FROM, w.raw_data());
+  p.weights.set(DNNL_ARG_TO, buffer.raw_data());
+  p.weights.run();
+  return buffer.raw_data();
+}
+
 // ---------------------------------------------------------------------------------- forward
 
 std::vector<TensorMeta> conv_infer(std::span<const TensorMeta> in, const Attrs& a) {
@@ -175,14 +185,9 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
     return prim;
   });
   Tensor wbuf;
-  if (p.reorder_weights) {
-    wbuf = weight_buffer(p.weight_bytes);
-    p.weights.set(DNNL_ARG_FROM, w.raw_data());
-    p.weights.set(DNNL_ARG_TO, wbuf.raw_data());
-    p.weights.run();
-  }
+  void* weights = weights_for(p, w, wbuf);
   p.conv.set(DNNL_ARG_SRC, x.raw_data());
-  p.conv.set(DNNL_ARG_WEIGHTS, p.reorder_weights ? wbuf.raw_data() : w.raw_data());
+  p.conv.set(DNNL_ARG_WEIGHTS, weights);
   p.conv.set(DNNL_ARG_DST, y.raw_data());
   if (has_bias) p.conv.set(DNNL_ARG_BIAS, bias.raw_data());
   p.conv.run();
@@ -273,14 +278,9 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     return prim;
   });
   Tensor wbuf;
-  if (p.reorder_weights) {
-    wbuf = weight_buffer(p.weight_bytes);
-    p.weights.set(DNNL_ARG_FROM, w.raw_data());
-    p.weights.set(DNNL_ARG_TO, wbuf.raw_data());
-    p.weights.run();
-  }
+  void* weights = weights_for(p, w, wbuf);
   p.conv.set(DNNL_ARG_DIFF_DST, dy.raw_data());
-  p.conv.set(DNNL_ARG_WEIGHTS, p.reorder_weights ? wbuf.raw_data() : w.raw_data());
+  p.conv.set(DNNL_ARG_WEIGHTS, weights);
   p.conv.set(DNNL_ARG_DIFF_SRC, dx.raw_data());
   p.conv.run();
 }
