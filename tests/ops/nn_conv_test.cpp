@@ -1,3 +1,5 @@
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "nn_reference.h"
 
 namespace kiln::testing {
@@ -108,6 +110,42 @@ TEST(NnConvBf16, MatchesF32WithinBf16Tolerance) {
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_NEAR(got[i], ref[i], 1e-2 * std::abs(ref[i]) + 4e-3 * max_abs) << i;
   }
+}
+
+// 3x3 stride-1 convolutions with >= 64 channels run Winograd on activations staged through
+// oneDNN's blocked layout (ops/nn/conv.cpp): forward and both backward ops, with and without
+// padding, must match the plain reference like the direct kernel does.
+TEST(NnConvWinograd, ForwardAndBackwardOpsMatchReference) {
+  for (ConvRef g :
+       {ConvRef{.n = 2, .c = 64, .h = 7, .w = 9, .o = 80, .kh = 3, .kw = 3, .pad = {1, 1}},
+        ConvRef{.n = 1, .c = 64, .h = 6, .w = 6, .o = 64, .kh = 3, .kw = 3}}) {
+    Tensor x = random_tensor(g.x_shape(), 40), w = random_tensor(g.w_shape(), 41);
+    Tensor dy = random_tensor(g.y_shape(), 42);
+    Values xv = values_of(x), wv = values_of(w), dyv = values_of(dy);
+    std::string name = "winograd " + g.x_shape().str() + " -> " + g.y_shape().str();
+    expect_close(values_of(ops::conv2d(x, w, Tensor(), g.options())), g.forward(xv, wv, nullptr),
+                 1e-4, 1e-3, name + " forward");
+    expect_close(values_of(ops::conv2d_backward_data(dy, w, g.x_shape(), g.options())),
+                 g.backward_data(dyv, wv), 1e-4, 1e-3, name + " backward data");
+    expect_close(values_of(ops::conv2d_backward_weights(dy, x, g.w_shape(), false, g.options())[0]),
+                 g.backward_weights(dyv, xv), 1e-4, 1e-3, name + " backward weights");
+  }
+}
+
+// The rule above really selects Winograd where oneDNN has it (AVX-512 CPUs): its verbose log
+// names the kernel that ran.
+TEST(NnConvWinograd, IsTheKernelThatRunsOnAvx512) {
+  if (dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core) {
+    GTEST_SKIP() << "oneDNN's Winograd kernel needs AVX-512";
+  }
+  ConvRef g{.n = 1, .c = 64, .h = 5, .w = 5, .o = 64, .kh = 3, .kw = 3, .pad = {1, 1}};
+  Tensor x = random_tensor(g.x_shape(), 43), w = random_tensor(g.w_shape(), 44);
+  ::testing::internal::CaptureStdout();
+  dnnl::set_verbose(1);
+  ops::conv2d(x, w, Tensor(), g.options());
+  dnnl::set_verbose(0);
+  std::string log = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(log.find("wino"), std::string::npos) << log;
 }
 
 TEST(NnConvErrors, BadInputsNameOpAndShapes) {

@@ -223,6 +223,12 @@ bool matrix_ok(const Tensor& t) {
 
 bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
   if (node.op == ops::OpKind::conv2d) {
+    // A plain Winograd convolution stages its activations through blocked buffers: the op's own
+    // kernel does that (and runs the same kernel as eager mode); post-ops keep the direct one.
+    if (node.post_ops.empty() &&
+        winograd_conv(in[0].dtype(), in[0].shape(), in[1].shape(), node.attrs)) {
+      return false;
+    }
     return in[0].dtype() == in[1].dtype() && in[1].is_contiguous() && out[0].numel() > 0;
   }
   if (node.op == ops::OpKind::matmul) {

@@ -82,6 +82,12 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
   return pd;
 }
 
+bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
+  return dtype == DType::f32 && x.rank() == 4 && w.rank() == 4 && a.groups == 1 && w[2] == 3 &&
+         w[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 &&
+         a.dilation[1] == 1 && x[1] % 16 == 0 && w[0] % 16 == 0 && x[1] >= 64 && w[0] >= 64;
+}
+
 namespace {
 struct ScratchBuffer {
   void* data = nullptr;

@@ -57,6 +57,11 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
     const dnnl::convolution_forward::desc& desc, const dnnl::primitive_attr& attr,
     const dnnl::memory::desc& src, const dnnl::memory::desc& weights);
 
+// Whether conv2d runs this convolution as Winograd F(4x4, 3x3) on activations staged through
+// oneDNN's blocked layout (see ops/nn/conv.cpp for the measurements behind the rule): f32,
+// ungrouped 3x3, stride 1, no dilation, >= 64 channels in and out (multiples of 16).
+bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& attrs);
+
 // Per-thread scratch memory for primitives, grown to the largest request and then kept: a
 // fresh buffer per call would fault its pages in every time.
 void* scratchpad(size_t bytes);
