@@ -47,22 +47,47 @@ TEST(TrainCommand, DefaultsAreTheDefaultJob) {
   EXPECT_EQ(c.mode, "eager");
   EXPECT_FALSE(c.graph_kernel);
   EXPECT_FALSE(c.json);
+  EXPECT_EQ(c.amp_level, "O0");
+  EXPECT_EQ(c.amp_dtype, "bf16");
+  EXPECT_TRUE(c.keep_batchnorm_fp32);
+  EXPECT_EQ(c.loss_scale, "");
 }
 
 TEST(TrainCommand, FlagsParse) {
-  TrainConfig c = parse({"--model",        "resnet20",
-                         "--epochs",       "2",
-                         "--steps",        "50",
-                         "--batch-size",   "128",
-                         "--mode",         "graph",
-                         "--graph-kernel", "on",
-                         "--lr",           "0.2",
-                         "--optimizer",    "adamw",
-                         "--threads",      "2",
-                         "--seed",         "9",
-                         "--data-dir",     "/d",
-                         "--ckpt-dir",     "/c",
-                         "--resume",       "/c/x.safetensors",
+  TrainConfig c = parse({"--model",
+                         "resnet20",
+                         "--epochs",
+                         "2",
+                         "--steps",
+                         "50",
+                         "--batch-size",
+                         "128",
+                         "--mode",
+                         "graph",
+                         "--graph-kernel",
+                         "on",
+                         "--lr",
+                         "0.2",
+                         "--optimizer",
+                         "adamw",
+                         "--threads",
+                         "2",
+                         "--seed",
+                         "9",
+                         "--data-dir",
+                         "/d",
+                         "--ckpt-dir",
+                         "/c",
+                         "--resume",
+                         "/c/x.safetensors",
+                         "--amp-level",
+                         "O2",
+                         "--amp-dtype",
+                         "fp16",
+                         "--loss-scale",
+                         "fixed:1024",
+                         "--keep-batchnorm-fp32",
+                         "off",
                          "--json"});
   EXPECT_EQ(c.model, "resnet20");
   EXPECT_EQ(c.epochs, 2);
@@ -78,6 +103,10 @@ TEST(TrainCommand, FlagsParse) {
   EXPECT_EQ(c.ckpt_dir, "/c");
   EXPECT_EQ(c.resume, "/c/x.safetensors");
   EXPECT_TRUE(c.json);
+  EXPECT_EQ(c.amp_level, "O2");
+  EXPECT_EQ(c.amp_dtype, "fp16");
+  EXPECT_EQ(c.loss_scale, "fixed:1024");
+  EXPECT_FALSE(c.keep_batchnorm_fp32);
 }
 
 TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {
@@ -90,6 +119,13 @@ TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {
   EXPECT_THROW(parse({"--model", "vgg"}), CLI::ParseError);
   EXPECT_THROW(parse({"--mode", "fast"}), CLI::ParseError);
   EXPECT_THROW(parse({"--epochs", "many"}), CLI::ParseError);
+  EXPECT_THROW(parse({"--amp-dtype", "fp8"}), CLI::ParseError);
+  try {
+    parse({"--loss-scale", "fixed:lots"});
+    FAIL();
+  } catch (const CLI::ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("fixed:lots"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TrainCommand, YamlConfigUsesLongFlagNamesAndTheCommandLineWins) {
@@ -166,6 +202,26 @@ TEST(TrainCommand, ShortRunPrintsMonitorLinesAndJsonLast) {
   EXPECT_EQ(j["model"], "lenet");
   EXPECT_GT(j["images_per_sec"].get<double>(), 0);
   EXPECT_GT(r.test_accuracy, 0.3);  // 30 steps already beat chance (0.1) by far
+}
+
+// fp16 O2 takes MindSpore's default dynamic loss scale (2^24): the first steps overflow fp16 and
+// are skipped while the scale backs off, and the JSON summary counts them.
+TEST(TrainCommand, Fp16O2RunReportsTheStepsLossScalingSkipped) {
+  TrainConfig c;
+  c.steps = 20;
+  c.schedule = "constant";
+  c.amp_level = "O2";
+  c.amp_dtype = "fp16";
+  c.json = true;
+  c.threads = 2;
+  std::ostringstream out;
+  TrainReport r = run_train(c, out);
+  std::string text = out.str();
+  nlohmann::json j = nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1));
+  EXPECT_EQ(j["amp_dtype"], "fp16");
+  EXPECT_GT(r.skipped_steps, 0);
+  EXPECT_LT(r.skipped_steps, 20);
+  EXPECT_EQ(j["skipped_steps"].get<int64_t>(), r.skipped_steps);
 }
 
 // Lines "epoch: E step: S, loss is L" of epoch `epoch`, in order.

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "kiln/amp/loss_scale.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
@@ -202,7 +203,11 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
   auto optimizer = make_optimizer(c, net->trainable_params(), total_steps);
   train::Model model(net, loss, optimizer,
-                     {.amp_level = c.amp_level, .metrics = {"accuracy", "loss"}});
+                     {.amp_level = c.amp_level,
+                      .keep_batchnorm_fp32 = c.keep_batchnorm_fp32,
+                      .amp_dtype = c.amp_dtype,
+                      .loss_scale = c.loss_scale,
+                      .metrics = {"accuracy", "loss"}});
 
   train::TrainOptions options;
   if (!c.resume.empty()) {
@@ -240,6 +245,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
   r.steps = throughput->steps();
   r.epochs = throughput->epochs();  // epochs this run trained in (all or part)
   r.peak_rss_mb = peak_rss_mb();
+  r.skipped_steps = model.skipped_steps();
   r.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   out << "test accuracy: " << std::fixed << std::setprecision(4) << r.test_accuracy
       << ", test loss: " << result["loss"] << std::defaultfloat << "\n";
@@ -250,6 +256,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
     j["graph_kernel"] = c.graph_kernel;
     j["optimizer"] = c.optimizer;
     j["amp_level"] = c.amp_level;
+    j["amp_dtype"] = c.amp_dtype;
+    j["skipped_steps"] = r.skipped_steps;
     j["epochs"] = r.epochs;
     j["steps"] = r.steps;
     j["batch_size"] = c.batch_size;
@@ -273,6 +281,7 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   auto c = std::make_shared<TrainConfig>();
   auto config_file = std::make_shared<std::string>();
   auto graph_kernel = std::make_shared<std::string>("off");
+  auto keep_bn = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
   cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
       ->check(CLI::IsMember({"lenet", "resnet20", "mlp"}));
@@ -289,6 +298,21 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
       ->check(CLI::IsMember({"cosine", "constant"}));
   cmd->add_option("--amp-level", c->amp_level, "O0 | O1 | O2 | O3")
       ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
+  cmd->add_option("--amp-dtype", c->amp_dtype, "bf16 | fp16: the low-precision type (default bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16"}));
+  cmd->add_option("--keep-batchnorm-fp32", *keep_bn,
+                  "on | off: BatchNorm in fp32 at O2 (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--loss-scale", c->loss_scale,
+                  "dynamic | fixed:N | none (default: dynamic for fp16 at O2/O3, else none)")
+      ->check([](const std::string& spec) {
+        try {
+          amp::make_loss_scale_manager(spec, {});
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
   cmd->add_option("--threads", c->threads, "Kernel threads (default: all available cores)");
   cmd->add_option("--seed", c->seed, "Seed of initialization and shuffling");
   cmd->add_option("--data-dir", c->data_dir, "Folder with the Fashion-MNIST IDX files");
@@ -296,9 +320,10 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--resume", c->resume, "Resume from a checkpoint written with --ckpt-dir");
   cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)");
   cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
-  cmd->callback([cmd, c, config_file, graph_kernel, action] {
+  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, action] {
     if (!config_file->empty()) apply_yaml(*cmd, *config_file);
     c->graph_kernel = *graph_kernel == "on";
+    c->keep_batchnorm_fp32 = *keep_bn == "on";
     action(*c);
   });
 }

@@ -26,7 +26,10 @@ struct TrainConfig {
   std::string optimizer = "momentum";
   std::string schedule = "cosine";  // cosine (with warm-up) | constant
   std::string amp_level = "O0";
-  int threads = 0;  // 0: every available core
+  std::string amp_dtype = "bf16";  // bf16 | fp16: the low-precision type of O1..O3
+  bool keep_batchnorm_fp32 = true;
+  std::string loss_scale;  // dynamic | fixed:N | none | "" (the level's default)
+  int threads = 0;         // 0: every available core
   uint64_t seed = 1;
   std::string data_dir;
   std::string ckpt_dir;
@@ -43,6 +46,7 @@ struct TrainReport {
   double peak_rss_mb = 0;
   int64_t steps = 0;
   int64_t epochs = 0;
+  int64_t skipped_steps = 0;  // steps whose update loss scaling dropped (overflow)
 };
 
 void add_train_command(CLI::App& app);
