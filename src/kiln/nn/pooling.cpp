@@ -44,22 +44,21 @@ ops::Pool2dOptions resolve(const char* cell, const Tensor& x, const std::array<i
 
 }  // namespace
 
-MaxPool2d::MaxPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options)
-    : Cell("MaxPool2d"), kernel_(kernel_size), options_(std::move(options)) {
-  validate("MaxPool2d", kernel_, options_);
+Pool2d::Pool2d(const char* name, std::array<int64_t, 2> kernel_size, Pool2dOptions options)
+    : Cell(name), kernel_(kernel_size), options_(std::move(options)) {
+  validate(name, kernel_, options_);
+}
+
+ops::Pool2dOptions Pool2d::window_for(const Tensor& x) const {
+  return resolve(cell_name().c_str(), x, kernel_, options_);
 }
 
 Tensor MaxPool2d::construct(const Tensor& x) {
-  return ops::max_pool2d(x, resolve("MaxPool2d", x, kernel_, options_));
-}
-
-AvgPool2d::AvgPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options)
-    : Cell("AvgPool2d"), kernel_(kernel_size), options_(std::move(options)) {
-  validate("AvgPool2d", kernel_, options_);
+  return ops::max_pool2d(x, window_for(x));
 }
 
 Tensor AvgPool2d::construct(const Tensor& x) {
-  return ops::avg_pool2d(x, resolve("AvgPool2d", x, kernel_, options_));
+  return ops::avg_pool2d(x, window_for(x));
 }
 
 }  // namespace kiln::nn

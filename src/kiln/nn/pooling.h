@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kiln/nn/cell.h"
+#include "kiln/ops/functional.h"
 
 namespace kiln::nn {
 
@@ -14,29 +15,35 @@ struct Pool2dOptions {
   std::array<int64_t, 2> padding{0, 0};
 };
 
-class MaxPool2d : public Cell {
- public:
-  MaxPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options = {});
-  explicit MaxPool2d(int64_t kernel_size, Pool2dOptions options = {})
-      : MaxPool2d({kernel_size, kernel_size}, std::move(options)) {}
-  Tensor construct(const Tensor& x) override;
+// The window and pad_mode settings MaxPool2d and AvgPool2d share.
+class Pool2d : public Cell {
+ protected:
+  Pool2d(const char* name, std::array<int64_t, 2> kernel_size, Pool2dOptions options);
+  // The op's window for input x (pad_mode "same" resolved against x's spatial size).
+  ops::Pool2dOptions window_for(const Tensor& x) const;
 
  private:
   std::array<int64_t, 2> kernel_;
   Pool2dOptions options_;
 };
 
-// Padded positions are excluded from the average (MindSpore's and oneDNN's exclude-padding mode).
-class AvgPool2d : public Cell {
+class MaxPool2d : public Pool2d {
  public:
-  AvgPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options = {});
+  MaxPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options = {})
+      : Pool2d("MaxPool2d", kernel_size, std::move(options)) {}
+  explicit MaxPool2d(int64_t kernel_size, Pool2dOptions options = {})
+      : MaxPool2d({kernel_size, kernel_size}, std::move(options)) {}
+  Tensor construct(const Tensor& x) override;
+};
+
+// Padded positions are excluded from the average (MindSpore's and oneDNN's exclude-padding mode).
+class AvgPool2d : public Pool2d {
+ public:
+  AvgPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options = {})
+      : Pool2d("AvgPool2d", kernel_size, std::move(options)) {}
   explicit AvgPool2d(int64_t kernel_size, Pool2dOptions options = {})
       : AvgPool2d({kernel_size, kernel_size}, std::move(options)) {}
   Tensor construct(const Tensor& x) override;
-
- private:
-  std::array<int64_t, 2> kernel_;
-  Pool2dOptions options_;
 };
 
 }  // namespace kiln::nn
