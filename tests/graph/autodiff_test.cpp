@@ -83,5 +83,43 @@ TEST(GraphAutodiff, LossMustBeAScalar) {
   EXPECT_THROW(gradients(tracer, ops::mul(x, p), {p}), Error);
 }
 
+// Loss scaling seeds the backward with a state scalar: the gradients are d(loss)/d(p) times the
+// seed's value at run time, not at trace time (a new scale must not need a recompile).
+TEST(GraphAutodiff, SeedIsReadEveryRun) {
+  std::vector<Tensor> p = mlp_params(6, 5, 3, 4);
+  for (Tensor& t : p) t.set_requires_grad(true);
+  Tensor labels = random_labels(4, 3, 9), x = random_tensor({4, 6}, 5);
+  Tensor seed = Tensor::scalar(1.0);
+  Graph g;
+  {
+    Tracer tracer(g);
+    std::vector<std::pair<std::string, Tensor>> state{{"seed", seed}};
+    for (size_t i = 0; i < p.size(); ++i) state.emplace_back("p" + std::to_string(i), p[i]);
+    tracer.bind_state(state);
+    Tensor tx = tracer.input(ops::meta_of(x), "x");
+    for (const Tensor& gr : gradients(tracer, mlp_loss(p, tx, labels), p, seed)) {
+      tracer.add_output(gr);
+    }
+    tracer.finish();
+  }
+  Executable exe(g, {.fusion = true});
+  for (double scale : {1024.0, 3.0}) {
+    *seed.data<float>() = float(scale);
+    std::vector<Tensor> eager = autograd::grad(mlp_loss(p, x, labels), p, Tensor::scalar(scale));
+    expect_all_close(exe.run(std::vector<Tensor>{x}), eager, 1e-5, 1e-4, "seeded gradients");
+  }
+}
+
+TEST(GraphAutodiff, SeedMustMatchTheLoss) {
+  Graph g;
+  Tracer tracer(g);
+  Tensor p = random_tensor({3}, 1);
+  tracer.bind_state({{"p", p}});
+  Tensor x = tracer.input({Shape{3}, DType::f32}, "x");
+  Tensor loss = ops::sum(ops::mul(x, p));
+  EXPECT_THROW(gradients(tracer, loss, {p}, Tensor::zeros({2})), ShapeError);
+  EXPECT_THROW(gradients(tracer, loss, {p}, Tensor::scalar(1.0, DType::f16)), ShapeError);
+}
+
 }  // namespace
 }  // namespace kiln::graph

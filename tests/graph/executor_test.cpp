@@ -2,6 +2,7 @@
 
 #include "graph_test_util.h"
 #include "kiln/core/random.h"
+#include "kiln/graph/passes/passes.h"
 
 namespace kiln::graph {
 namespace {
@@ -103,6 +104,42 @@ TEST(Executor, PlanIsSmallerThanSeparateAllocations) {
   EXPECT_GE(r.arena_bytes, r.live_bytes_peak);
   EXPECT_LT(r.arena_bytes, r.unplanned_bytes);
   check_memory_plan(exe.plan());
+}
+
+// updates_last (loss scaling): the step runs in two parts. Nothing before the first update
+// writes a parameter, so skipping run_updates() leaves them bit-identical; running it gives
+// exactly what one run() gives. Without updates_last the updates are interleaved with backward.
+TEST(Executor, UpdatesLastSplitsTheStepBeforeTheFirstUpdate) {
+  Tensor x = random_tensor({8, 12}, 7), y = random_labels(8, 5, 3);
+  for (bool fusion : {false, true}) {
+    std::vector<Tensor> init = mlp_params(12, 16, 5, 1);
+    std::vector<Tensor> pa = clone_all(init), pb = clone_all(init);
+    Tensor lr = Tensor::scalar(0.1);
+    Executable whole(trace_step(mlp_loss, pa, x, y, lr), {.fusion = fusion});
+    Executable split(trace_step(mlp_loss, pb, x, y, lr), {.fusion = fusion, .updates_last = true});
+    const std::vector<NodeId>& order = split.plan().schedule;
+    bool seen_update = false;
+    for (NodeId n : order) {
+      bool update = passes::is_optimizer_update(split.graph().node(n));
+      EXPECT_FALSE(seen_update && !update) << "a non-update runs after an update";
+      seen_update = seen_update || update;
+    }
+    EXPECT_TRUE(seen_update);
+    check_memory_plan(split.plan());
+    for (int s = 0; s < 3; ++s) {
+      std::vector<Tensor> before = clone_all(pb);
+      std::vector<Tensor> skipped = split.run_until_updates(std::vector<Tensor>{x, y});
+      expect_all_close(pb, before, 0, 0, "parameters after run_until_updates");
+      std::vector<Tensor> expected = whole.run(std::vector<Tensor>{x, y});
+      std::vector<Tensor> out = split.run_until_updates(std::vector<Tensor>{x, y});
+      EXPECT_EQ(out[0].item<float>(), skipped[0].item<float>());
+      EXPECT_NEAR(out[0].item<float>(), expected[0].item<float>(), 1e-6);
+      split.run_updates();
+      expect_all_close(pb, pa, 1e-6, 1e-5, "parameters after run_updates");
+    }
+    EXPECT_THROW(split.run_updates(), Error);  // each run_updates needs its own first half
+    EXPECT_THROW(whole.run_until_updates(std::vector<Tensor>{x, y}), Error);
+  }
 }
 
 }  // namespace

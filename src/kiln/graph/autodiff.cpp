@@ -8,7 +8,8 @@
 
 namespace kiln::graph {
 
-std::vector<Tensor> gradients(Tracer& tracer, const Tensor& loss, const std::vector<Tensor>& wrt) {
+std::vector<Tensor> gradients(Tracer& tracer, const Tensor& loss, const std::vector<Tensor>& wrt,
+                              const Tensor& seed) {
   Graph& g = tracer.graph();
   ValueId root = tracer.value_of(loss);
   if (g.value(root).meta.shape.numel() != 1) {
@@ -36,7 +37,15 @@ std::vector<Tensor> gradients(Tracer& tracer, const Tensor& loss, const std::vec
   };
   {
     const ops::TensorMeta& m = g.value(root).meta;
-    grad_of[size_t(root)] = tracer.tensor_of(tracer.value_of(Tensor::full(m.shape, 1.0, m.dtype)));
+    if (!seed.defined()) {
+      grad_of[size_t(root)] =
+          tracer.tensor_of(tracer.value_of(Tensor::full(m.shape, 1.0, m.dtype)));
+    } else if (seed.shape() != m.shape || seed.dtype() != m.dtype) {
+      throw ShapeError("graph autodiff: the seed gradient is " + describe(seed) +
+                       " but the loss is " + describe(loss) + " (shape and dtype must match)");
+    } else {
+      grad_of[size_t(root)] = tracer.tensor_of(tracer.value_of(seed));
+    }
   }
 
   for (size_t n = forward_nodes; n-- > 0;) {

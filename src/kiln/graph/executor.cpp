@@ -183,7 +183,7 @@ Executable::Executable(Graph graph, const CompileOptions& options)
   if (!options_.dump_dir.empty()) dump(graph_, options_.dump_dir, options_.dump_name + "_0_traced");
   run_passes(graph_, options_, report_);
   graph_.reorder(graph_.schedule());
-  if (options_.optimize) passes::schedule_updates_early(graph_);
+  if (options_.optimize && !options_.updates_last) passes::schedule_updates_early(graph_);
   graph_.verify();
   if (!options_.dump_dir.empty()) {
     dump(graph_, options_.dump_dir, options_.dump_name + "_1_compiled");
@@ -333,6 +333,29 @@ void Executable::bind() {
     launches_.push_back(std::move(l));
   }
   report_.launches = launches_.size();
+  first_update_ = launches_.size();
+  if (options_.updates_last) {
+    for (size_t i = 0; i < launches_.size(); ++i) {
+      if (passes::is_optimizer_update(graph_.node(launches_[i].node))) {
+        first_update_ = i;
+        break;
+      }
+    }
+    // What run_until_updates() returns must be computed before the first update.
+    std::vector<int> position(graph_.num_nodes(), -1);
+    for (size_t i = 0; i < plan_.schedule.size(); ++i) position[size_t(plan_.schedule[i])] = int(i);
+    const int first = first_update_ < launches_.size()
+                          ? position[size_t(launches_[first_update_].node)]
+                          : int(plan_.schedule.size());
+    for (ValueId v : graph_.outputs()) {
+      NodeId producer = graph_.value(v).producer;
+      if (producer >= 0 && position[size_t(producer)] >= first) {
+        throw Error("compiled graph: output " + std::to_string(v) + " (" +
+                    node_label(graph_.node(producer)) +
+                    ") is computed after the first optimizer update (updates_last)");
+      }
+    }
+  }
   profile_ = std::getenv("KILN_GRAPH_PROFILE") != nullptr;
   launch_ns_.assign(launches_.size(), 0.0);
 }
@@ -359,7 +382,7 @@ void Executable::check_bindings() {
   }
 }
 
-std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
+void Executable::start(std::span<const Tensor> inputs) {
   if (inputs.size() != graph_.inputs().size()) {
     throw Error("compiled graph: expects " + std::to_string(graph_.inputs().size()) +
                 " inputs, got " + std::to_string(inputs.size()));
@@ -373,13 +396,17 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
                        std::string(dtype_name(m.dtype)) + m.shape.str() + " (recompile)");
     }
   }
+  updates_pending_ = false;
   check_bindings();
   ops::NoGradGuard no_grad;
   for (size_t i = 0; i < inputs.size(); ++i)
     bound_[size_t(graph_.inputs()[i])].copy_from(inputs[i]);
-
   ++steps_run_;
-  for (size_t li = 0; li < launches_.size(); ++li) {
+}
+
+void Executable::launch(size_t begin, size_t end) {
+  ops::NoGradGuard no_grad;
+  for (size_t li = begin; li < end; ++li) {
     Launch& l = launches_[li];
     auto lt0 =
         profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
@@ -415,10 +442,37 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
       }
     }
   }
+}
 
-  std::vector<Tensor> outputs;
-  for (ValueId v : graph_.outputs()) outputs.push_back(bound_[size_t(v)].clone());
-  return outputs;
+std::vector<Tensor> Executable::outputs() const {
+  ops::NoGradGuard no_grad;
+  std::vector<Tensor> result;
+  for (ValueId v : graph_.outputs()) result.push_back(bound_[size_t(v)].clone());
+  return result;
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
+  start(inputs);
+  launch(0, launches_.size());
+  return outputs();
+}
+
+std::vector<Tensor> Executable::run_until_updates(std::span<const Tensor> inputs) {
+  if (!options_.updates_last) {
+    throw Error("compiled graph: run_until_updates() needs a graph compiled with updates_last");
+  }
+  start(inputs);
+  launch(0, first_update_);
+  updates_pending_ = true;
+  return outputs();
+}
+
+void Executable::run_updates() {
+  if (!updates_pending_) {
+    throw Error("compiled graph: run_updates() without a run_until_updates() before it");
+  }
+  updates_pending_ = false;
+  launch(first_update_, launches_.size());
 }
 
 }  // namespace kiln::graph

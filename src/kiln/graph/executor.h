@@ -23,7 +23,11 @@ struct CompileOptions {
   bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
   bool inplace = true;     // the memory plan may write an elementwise output over a dying input
   bool check_plan = true;  // verify the memory plan (no two live tensors overlap)
-  std::string dump_dir;    // when set, the IR before and after the passes is written there
+  // Every optimizer update runs after all other work instead of interleaved with backward, so
+  // run_until_updates() can stop before any of them (loss scaling skips overflowed steps).
+  // Costs memory: every gradient is alive at once, as in eager mode.
+  bool updates_last = false;
+  std::string dump_dir;  // when set, the IR before and after the passes is written there
   std::string dump_name = "graph";
   std::shared_ptr<Arena> arena;  // shared with other graphs; null: a private one
 };
@@ -54,6 +58,12 @@ class Executable {
   // Runs one step: copies `inputs` (shapes and dtypes must match the graph's inputs) into the
   // arena, runs every launch, and returns copies of the graph's outputs.
   std::vector<Tensor> run(std::span<const Tensor> inputs);
+  // Graphs compiled with updates_last: a step in two parts. run_until_updates() runs every
+  // launch before the first optimizer update and returns the graph's outputs (all computed by
+  // then); run_updates() then runs the updates, or the caller skips them and no parameter or
+  // optimizer state has changed.
+  std::vector<Tensor> run_until_updates(std::span<const Tensor> inputs);
+  void run_updates();
 
   const CompileReport& report() const { return report_; }
   CompileReport& report() { return report_; }
@@ -69,6 +79,9 @@ class Executable {
   struct Launch;
   void bind();
   void check_bindings();
+  void start(std::span<const Tensor> inputs);  // checks and copies the inputs
+  void launch(size_t begin, size_t end);
+  std::vector<Tensor> outputs() const;
 
   Graph graph_;
   CompileOptions options_;
@@ -83,6 +96,8 @@ class Executable {
   bool profile_ = false;
   std::vector<double> launch_ns_;  // per launch, when profiling
   int64_t steps_run_ = 0;          // to notice a replaced storage
+  size_t first_update_ = 0;        // updates_last: the launches from here on are the updates
+  bool updates_pending_ = false;   // run_until_updates() ran, run_updates() may follow
 };
 
 // Runs the optimization and fusion passes the options ask for, updating the report's counts.

@@ -1,6 +1,7 @@
 #include "kiln/train/compiled_step.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "kiln/amp/autocast.h"
@@ -8,6 +9,7 @@
 #include "kiln/core/error.h"
 #include "kiln/graph/autodiff.h"
 #include "kiln/graph/tracer.h"
+#include "kiln/ops/functional.h"
 
 namespace kiln::train {
 namespace {
@@ -31,9 +33,19 @@ graph::CompileOptions options_from_context() {
 }
 
 CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
-                                     graph::CompileOptions options, amp::AmpConfig amp)
-    : net_(net), loss_(loss), opt_(opt), options_(std::move(options)), amp_(amp) {
+                                     graph::CompileOptions options, amp::AmpConfig amp,
+                                     amp::LossScaleManager* loss_scale)
+    : net_(net),
+      loss_(loss),
+      opt_(opt),
+      options_(std::move(options)),
+      amp_(amp),
+      loss_scale_(loss_scale) {
   if (!options_.arena) options_.arena = std::make_shared<graph::Arena>();
+  if (loss_scale_) {
+    scale_ = Tensor::scalar(1.0);
+    inverse_scale_ = Tensor::scalar(1.0);
+  }
 }
 
 CompiledTrainStep::~CompiledTrainStep() = default;
@@ -47,11 +59,15 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     for (auto& [name, t] : opt_.state_and_names()) {
       if (name != "global_step") state.emplace_back("optimizer." + name, t);
     }
-    // The per-step scalars (lr, Adam's step size) are rewritten by prepare_step(): anything
-    // computed from them must be recomputed every step, never baked in at trace time.
+    // The per-step scalars (lr, Adam's step size, the loss scale) are rewritten on the host
+    // every step: anything computed from them must be recomputed, never baked in at trace time.
     std::vector<Tensor> scalars = opt_.step_scalars();
     for (size_t i = 0; i < scalars.size(); ++i) {
       state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
+    }
+    if (loss_scale_) {
+      state.emplace_back("loss_scale", scale_);
+      state.emplace_back("loss_scale.inverse", inverse_scale_);
     }
     tracer.bind_state(state);
     Tensor x = tracer.input(ops::meta_of(images), "images");
@@ -68,20 +84,25 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
       throw Error("graph mode: the loss is " + describe(loss) +
                   ", not a scalar (use a loss with reduction \"mean\" or \"sum\")");
     }
-    std::vector<Tensor> grads = graph::gradients(tracer, loss, opt_.parameters());
-    opt_.apply(grads);
-    tracer.add_output(loss);
+    if (!loss_scale_) {
+      opt_.apply(graph::gradients(tracer, loss, opt_.parameters()));
+      tracer.add_output(loss);
+    } else {
+      trace_scaled_backward_and_update(tracer, loss);
+    }
     tracer.finish();
   }
   double trace_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   graph::CompileOptions o = options_;
   if (compiles_ > 0) o.dump_name += "_" + std::to_string(compiles_);
+  o.updates_last = loss_scale_ != nullptr;
   auto exe = std::make_unique<graph::Executable>(std::move(g), o);
   exe->report().trace_ms = trace_ms;
   if (verbose_) {
-    std::fprintf(stderr, "kiln graph mode: %s for inputs %s: %s\n",
+    std::fprintf(stderr, "kiln graph mode: %s%s for inputs %s: %s\n",
                  compiles_ == 0 ? "compiled the training step" : "input shapes changed, recompiled",
+                 loss_scale_ ? " (loss scaled, updates after the overflow check)" : "",
                  shapes_str(images, labels).c_str(), exe->report().str().c_str());
   }
   ++compiles_;
@@ -101,9 +122,43 @@ Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
     if (!current_) current_ = &compile(images, labels);
   }
   opt_.prepare_step();
-  std::vector<Tensor> out = current_->run(inputs);
+  if (!loss_scale_) {
+    std::vector<Tensor> out = current_->run(inputs);
+    opt_.advance();
+    return out[0];
+  }
+  const double scale = loss_scale_->scale();
+  // As eager: the seed is the scale rounded to f32, the unscaling multiplies by float(1/scale).
+  *scale_.data<float>() = float(scale);
+  *inverse_scale_.data<float>() = float(1.0 / scale);
+  std::vector<Tensor> out = current_->run_until_updates(inputs);
+  const bool overflow = !std::isfinite(*out[1].data<float>());
+  last_skipped_ = !loss_scale_->update(overflow);
+  if (!last_skipped_) current_->run_updates();
   opt_.advance();
   return out[0];
+}
+
+void CompiledTrainStep::trace_scaled_backward_and_update(graph::Tracer& tracer,
+                                                         const Tensor& loss) {
+  // The backward starts from the scale, cast to the loss's dtype as eager seeds it.
+  Tensor seed = scale_;
+  if (seed.dtype() != loss.dtype()) seed = ops::cast(seed, loss.dtype());
+  if (seed.shape() != loss.shape()) seed = ops::reshape(seed, loss.shape());
+  std::vector<Tensor> grads = graph::gradients(tracer, loss, opt_.parameters(), seed);
+  // The overflow flag: x*0 is 0 for every finite x and NaN for inf or NaN, so the sum is NaN
+  // exactly when some scaled gradient element is not finite (what amp::has_overflow checks).
+  // Each term is one read of a gradient (a fused reduction with fusion on).
+  Tensor flag;
+  for (const Tensor& g : grads) {
+    Tensor term = ops::sum(ops::mul_scalar(g, 0.0));
+    flag = flag.defined() ? ops::add(flag, term) : term;
+  }
+  std::vector<Tensor> unscaled;
+  for (const Tensor& g : grads) unscaled.push_back(ops::mul(g, inverse_scale_));
+  opt_.apply(unscaled);
+  tracer.add_output(loss);
+  tracer.add_output(flag);
 }
 
 const graph::CompileReport& CompiledTrainStep::report() const {

@@ -9,11 +9,20 @@
 //
 // A batch of another shape (the last, partial one) compiles a second graph, once (logged on
 // stderr); both share one arena.
+//
+// With a loss-scale manager (fp16) the backward is seeded with the scale and the gradients are
+// unscaled in-graph; an overflowed step must leave weights and optimizer state untouched, so
+// the graph is compiled with every update after all other work (not interleaved with backward)
+// and an in-graph overflow flag decides, on the host, whether the updates run at all. The scale
+// and its inverse live in state scalars written before each step: a changing dynamic scale
+// never recompiles.
 #include <memory>
 #include <vector>
 
 #include "kiln/amp/level.h"
+#include "kiln/amp/loss_scale.h"
 #include "kiln/graph/executor.h"
+#include "kiln/graph/tracer.h"
 #include "kiln/nn/cell.h"
 #include "kiln/optim/optimizer.h"
 
@@ -25,15 +34,20 @@ graph::CompileOptions options_from_context();
 class CompiledTrainStep {
  public:
   // With amp at O1..O3 the forward pass and loss are traced under amp::AutocastScope, so the
-  // casts become graph nodes that the passes (and fusion) see like any other op.
+  // casts become graph nodes that the passes (and fusion) see like any other op. `loss_scale`
+  // (not owned; null: none) scales the loss and skips overflowed steps as eager Model does; the
+  // manager's scale and skipped_steps() follow the compiled steps.
   CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
-                    graph::CompileOptions options = options_from_context(),
-                    amp::AmpConfig amp = {});
+                    graph::CompileOptions options = options_from_context(), amp::AmpConfig amp = {},
+                    amp::LossScaleManager* loss_scale = nullptr);
   ~CompiledTrainStep();
 
-  // One step (forward, loss, backward, update) on a batch; returns the scalar loss. Calls the
-  // optimizer's prepare_step() before and advance() after, as Optimizer::step() does.
+  // One step (forward, loss, backward, update) on a batch; returns the scalar loss (unscaled).
+  // Calls the optimizer's prepare_step() before and advance() after, as Optimizer::step() does
+  // (also for a step skipped by loss scaling, as eager does).
   Tensor run(const Tensor& images, const Tensor& labels);
+  // Whether the last run's update was skipped because its scaled gradients overflowed.
+  bool last_step_skipped() const { return last_skipped_; }
 
   // The report of the graph the last run used (compile time, plan peak, fusion counts).
   const graph::CompileReport& report() const;
@@ -47,6 +61,7 @@ class CompiledTrainStep {
 
  private:
   graph::Executable& compile(const Tensor& images, const Tensor& labels);
+  void trace_scaled_backward_and_update(graph::Tracer& tracer, const Tensor& loss);
 
   nn::Cell& net_;
   nn::LossCell& loss_;
@@ -62,6 +77,9 @@ class CompiledTrainStep {
   bool current_training_ = true;
   int compiles_ = 0;
   bool verbose_ = true;
+  amp::LossScaleManager* loss_scale_;
+  Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step
+  bool last_skipped_ = false;
 };
 
 }  // namespace kiln::train

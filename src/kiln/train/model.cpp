@@ -94,16 +94,9 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
 }
 
 float Model::graph_step(const Tensor& data, const Tensor& label) {
-  if (loss_scale_) {
-    throw Error("Model: graph mode with loss scaling (loss_scale " +
-                (options_.loss_scale.empty() ? std::string("dynamic, the default for fp16")
-                                             : options_.loss_scale) +
-                ") is not supported by the compiled step yet; use eager mode, or bf16 which "
-                "needs no loss scaling");
-  }
   if (!compiled_) {
-    compiled_ = std::make_unique<CompiledTrainStep>(*network_, *loss_fn_, *optimizer_,
-                                                    options_from_context(), amp_);
+    compiled_ = std::make_unique<CompiledTrainStep>(
+        *network_, *loss_fn_, *optimizer_, options_from_context(), amp_, loss_scale_.get());
   }
   return scalar_loss(compiled_->run(data, label));
 }

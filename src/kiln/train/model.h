@@ -76,6 +76,8 @@ class Model {
   int64_t global_step() const { return optimizer_->global_step(); }
   // Steps whose update was skipped because the loss-scaled gradients overflowed.
   int64_t skipped_steps() const;
+  // The loss-scale manager (its scale() is the one the next step uses); null without scaling.
+  const amp::LossScaleManager* loss_scale_manager() const { return loss_scale_.get(); }
 
  private:
   void check_trainable() const;

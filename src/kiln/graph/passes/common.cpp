@@ -50,4 +50,17 @@ bool constant_equals(const Graph& graph, ValueId v, double x) {
   return true;
 }
 
+bool is_live_op(const Node& node, ops::OpKind k) {
+  return !node.dead && node.type == NodeType::op && node.op == k;
+}
+
+ScheduleView::ScheduleView(const Graph& graph)
+    : order(graph.schedule()),
+      pos(graph.num_nodes(), -1),
+      users(graph.users()),
+      is_output(graph.num_values()) {
+  for (size_t i = 0; i < order.size(); ++i) pos[size_t(order[i])] = int(i);
+  for (ValueId v : graph.outputs()) is_output[size_t(v)] = true;
+}
+
 }  // namespace kiln::graph::passes

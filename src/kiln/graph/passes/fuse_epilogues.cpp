@@ -17,10 +17,6 @@ namespace kiln::graph::passes {
 namespace {
 using ops::OpKind;
 
-bool dense(const Graph& g, ValueId v) {
-  return dense_as_meta(g, v);
-}
-
 // The single live consumer of v, or -1.
 NodeId only_user(const std::vector<std::vector<NodeId>>& users, ValueId v) {
   const auto& u = users[size_t(v)];
@@ -29,10 +25,6 @@ NodeId only_user(const std::vector<std::vector<NodeId>>& users, ValueId v) {
     if (n != u[0]) return -1;
   }
   return u[0];
-}
-
-bool is_op(const Node& n, OpKind k) {
-  return n.type == NodeType::op && !n.dead && n.op == k;
 }
 
 // dx = max_pool2d_grad(dy, x); t = relu_grad(dx, x) with x a relu's output: the pooling
@@ -45,7 +37,7 @@ int fuse_pool_grad_relu_grad(Graph& graph, NodeId pn, const std::vector<std::vec
   const ValueId dx = pg.outputs[0], x = pg.inputs[1];
   if (graph.value(dx).meta.dtype != DType::f32 || is_output[size_t(dx)]) return 0;
   NodeId n = only_user(users, dx);
-  if (n < 0 || !is_op(graph.node(n), OpKind::relu_grad)) return 0;
+  if (n < 0 || !is_live_op(graph.node(n), OpKind::relu_grad)) return 0;
   const Node& rg = graph.node(n);
   if (rg.inputs[0] != dx || rg.inputs[1] != x ||
       !(graph.value(rg.outputs[0]).meta == graph.value(dx).meta)) {
@@ -69,12 +61,8 @@ int fuse_pool_grad_relu_grad(Graph& graph, NodeId pn, const std::vector<std::vec
 }  // namespace
 
 int fuse_epilogues(Graph& graph) {
-  const std::vector<NodeId> order = graph.schedule();
-  std::vector<int> pos(graph.num_nodes(), -1);
-  for (size_t i = 0; i < order.size(); ++i) pos[size_t(order[i])] = int(i);
-  const auto users = graph.users();
-  std::vector<bool> is_output(graph.num_values());
-  for (ValueId v : graph.outputs()) is_output[size_t(v)] = true;
+  const ScheduleView view(graph);
+  const auto& [order, pos, users, is_output] = view;
   int fused = 0;
 
   for (NodeId pn : order) {
@@ -91,10 +79,10 @@ int fuse_epilogues(Graph& graph) {
     if (zm.dtype != DType::f32 && zm.dtype != DType::bf16) continue;
     if (mm && (zm.shape.rank() != 2 || graph.value(prod.inputs[0]).meta.shape.rank() != 2 ||
                graph.value(prod.inputs[1]).meta.shape.rank() != 2 ||
-               !dense(graph, prod.inputs[0]) || !dense(graph, prod.inputs[1]))) {
+               !dense_as_meta(graph, prod.inputs[0]) || !dense_as_meta(graph, prod.inputs[1]))) {
       continue;
     }
-    if (conv && !(dense(graph, prod.inputs[1]) &&
+    if (conv && !(dense_as_meta(graph, prod.inputs[1]) &&
                   graph.value(prod.inputs[1]).meta.layout == ops::Layout::contiguous)) {
       continue;
     }
@@ -115,12 +103,12 @@ int fuse_epilogues(Graph& graph) {
     // matmul: bias add first (oneDNN's bias argument).
     if (mm) {
       NodeId n = next_of(cur);
-      if (n >= 0 && is_op(graph.node(n), OpKind::add)) {
+      if (n >= 0 && is_live_op(graph.node(n), OpKind::add)) {
         const Node& add = graph.node(n);
         ValueId other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
         const ops::TensorMeta& bm = graph.value(other).meta;
         bool row = (bm.shape == Shape{zm.shape[1]} || bm.shape == Shape{1, zm.shape[1]});
-        if (other != cur && row && bm.dtype == zm.dtype && dense(graph, other) &&
+        if (other != cur && row && bm.dtype == zm.dtype && dense_as_meta(graph, other) &&
             graph.value(add.outputs[0]).meta.shape == zm.shape) {
           fusedn.inputs[2] = other;
           fusedn.members.emplace_back("add");
@@ -132,12 +120,12 @@ int fuse_epilogues(Graph& graph) {
     // Residual add (a full-size tensor), then relu; or relu alone.
     {
       NodeId n = next_of(cur);
-      if (n >= 0 && is_op(graph.node(n), OpKind::add)) {
+      if (n >= 0 && is_live_op(graph.node(n), OpKind::add)) {
         const Node& add = graph.node(n);
         ValueId other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
         const ops::TensorMeta& rm = graph.value(other).meta;
-        if (other != cur && rm.shape == zm.shape && rm.dtype == zm.dtype && dense(graph, other) &&
-            graph.value(add.outputs[0]).meta == zm) {
+        if (other != cur && rm.shape == zm.shape && rm.dtype == zm.dtype &&
+            dense_as_meta(graph, other) && graph.value(add.outputs[0]).meta == zm) {
           fusedn.inputs.push_back(other);
           fusedn.post_ops.push_back(PostOp::add_residual);
           fusedn.members.emplace_back("add");
@@ -148,7 +136,7 @@ int fuse_epilogues(Graph& graph) {
     }
     {
       NodeId n = next_of(cur);
-      if (n >= 0 && is_op(graph.node(n), OpKind::relu) &&
+      if (n >= 0 && is_live_op(graph.node(n), OpKind::relu) &&
           graph.value(graph.node(n).outputs[0]).meta == zm) {
         fusedn.post_ops.push_back(PostOp::relu);
         fusedn.members.emplace_back("relu");

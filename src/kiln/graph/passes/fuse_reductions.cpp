@@ -47,12 +47,8 @@ bool chain_of(const Graph& g, const Node& node, std::vector<FusedStep>& chain,
 }  // namespace
 
 int fuse_reductions(Graph& graph) {
-  const std::vector<NodeId> order = graph.schedule();
-  std::vector<int> pos(graph.num_nodes(), -1);
-  for (size_t i = 0; i < order.size(); ++i) pos[size_t(order[i])] = int(i);
-  const auto users = graph.users();
-  std::vector<bool> is_output(graph.num_values());
-  for (ValueId v : graph.outputs()) is_output[size_t(v)] = true;
+  const ScheduleView view(graph);
+  const auto& [order, pos, users, is_output] = view;
   int fused = 0;
   for (NodeId rn : order) {
     const Node& red = graph.node(rn);
@@ -87,9 +83,8 @@ int fuse_reductions(Graph& graph) {
     const ValueId reduced = red.outputs[0];
     f.outputs = {reduced};
     if (shared) {
-      // The reduction's result must now exist at the producer's place: nothing between the
-      // producer and the reduction may depend on... the reduction's result only has readers
-      // after the reduction, which is after the producer: safe.
+      // The reduced value now appears at the producer's place, earlier than before: safe, as
+      // its readers all came after the reduction.
       f.outputs.push_back(x);
       graph.node(rn).dead = true;
       graph.node(pn) = std::move(f);

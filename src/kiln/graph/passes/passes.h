@@ -35,6 +35,8 @@ int fuse_bn_relu(Graph& graph);
 int schedule_updates_early(Graph& graph);
 
 // Helpers shared by the passes.
+// Whether the node is an optimizer update (sgd_update, momentum_update, adam_update).
+bool is_optimizer_update(const Node& node);
 // Whether the node may be merged, folded or fused (no side effects, not random).
 bool is_pure(const Node& node);
 // Per value: whether some live node writes it in place.
@@ -48,5 +50,18 @@ bool dense_as_meta(const Graph& graph, ValueId v);
 // writes one of its inputs in place (`order`: the schedule).
 bool crosses_write(const Graph& graph, const std::vector<NodeId>& order, const Node& n, int from,
                    int to);
+// Whether the node is a live plain op of kind k (not dead, not already fused).
+bool is_live_op(const Node& node, ops::OpKind k);
+
+// What a fusion pass consults while it walks the schedule, taken once before it rewrites
+// anything: the schedule, each node's position in it, each value's readers, and which values
+// are graph outputs (those must stay materialized).
+struct ScheduleView {
+  explicit ScheduleView(const Graph& graph);
+  std::vector<NodeId> order;
+  std::vector<int> pos;
+  std::vector<std::vector<NodeId>> users;
+  std::vector<bool> is_output;
+};
 
 }  // namespace kiln::graph::passes

@@ -5,13 +5,14 @@
 #include "kiln/graph/passes/passes.h"
 
 namespace kiln::graph::passes {
-namespace {
 
-bool is_update(const Node& n) {
+bool is_optimizer_update(const Node& n) {
   return n.type == NodeType::op && !n.dead &&
          (n.op == ops::OpKind::sgd_update || n.op == ops::OpKind::momentum_update ||
           n.op == ops::OpKind::adam_update);
 }
+
+namespace {
 
 // Whether node n writes value v in place.
 bool writes(const Node& n, ValueId v) {
@@ -38,7 +39,7 @@ int schedule_updates_early(Graph& graph) {
   for (size_t i = 0; i < n; ++i) {
     const NodeId u = order[i];
     const Node& node = graph.node(u);
-    if (!is_update(node)) continue;
+    if (!is_optimizer_update(node)) continue;
     int after = -1;
     const uint32_t mutated = ops::op_def(node.op).mutated_inputs;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
