@@ -43,6 +43,19 @@ TEST(FuseBnRelu, ForwardAndBackwardFuseAndAgree) {
       EXPECT_EQ(count_nodes(exe.graph(), NodeType::op, int(ops::OpKind::relu)), 0);
       EXPECT_EQ(count_nodes(exe.graph(), NodeType::op, int(ops::OpKind::relu_grad)), 0);
       EXPECT_EQ(exe.report().fused_bn_relu, 2);
+      // No workspace: the backward reads the relu mask from r, the forward's own output.
+      for (NodeId n : exe.graph().schedule()) {
+        const Node& node = exe.graph().node(n);
+        if (node.type == NodeType::bn_relu) {
+          EXPECT_EQ(node.outputs.size(), 3u);
+        }
+        if (node.type == NodeType::bn_relu_grad) {
+          ASSERT_EQ(node.inputs.size(), 6u);
+          EXPECT_EQ(exe.graph().value(node.inputs[1]).producer,
+                    exe.graph().value(node.inputs[4]).producer)
+              << "relu output r and mean come from the same fused forward";
+        }
+      }
     }
     for (int s = 0; s < 2; ++s) losses.push_back(exe.run(std::vector<Tensor>{x})[0].item<float>());
     results.push_back(p);
@@ -52,15 +65,102 @@ TEST(FuseBnRelu, ForwardAndBackwardFuseAndAgree) {
   expect_all_close(results[1], results[0], 1e-6, 1e-5, "params and running stats");
 }
 
-TEST(FuseBnRelu, EvalModeBatchNormIsLeftAlone) {
+Tensor channels_last(const Tensor& t) {
+  Tensor out = Tensor::empty_strided(t.shape(), channels_last_strides(t.shape()), t.dtype());
+  out.copy_from(t);
+  return out;
+}
+
+// Eval mode fuses too (the rows kernel normalizes with the running statistics); NCHW data, which
+// the rows kernel does not take, stays on the unfused (oneDNN) ops.
+TEST(FuseBnRelu, EvalModeFusesOnChannelsLastAndLeavesNchwAlone) {
   Tensor gamma = random_tensor({3}, 1), beta = random_tensor({3}, 2);
   Tensor rm = random_tensor({3}, 3), rv = random_tensor({3}, 4, 0.5f, 1.5f);
   GraphFn fn = [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{
         ops::relu(ops::batch_norm(in[0], gamma, beta, rm, rv, false, 0.9, 1e-5)[0])};
   };
-  Compiled c = expect_fused_matches(fn, {random_tensor({2, 3, 4, 4}, 5)});
-  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::bn_relu), 0);
+  Tensor x = random_tensor({2, 3, 4, 4}, 5);
+  Compiled nchw = expect_fused_matches(fn, {x});
+  EXPECT_EQ(count_nodes(nchw.exe->graph(), NodeType::bn_relu), 0);
+  Compiled cl = expect_fused_matches(fn, {channels_last(x)});
+  EXPECT_EQ(count_nodes(cl.exe->graph(), NodeType::bn_relu), 1);
+  Compiled rows = expect_fused_matches(fn, {random_tensor({20, 3}, 6)});
+  EXPECT_EQ(count_nodes(rows.exe->graph(), NodeType::bn_relu), 1);
+}
+
+int count_members(const Graph& g, const std::vector<std::string>& members) {
+  int n = 0;
+  for (NodeId id : g.schedule()) n += g.node(id).members == members ? 1 : 0;
+  return n;
+}
+
+// A ResNet block's tail without convolutions: r1 = relu(bn1(x)); z = relu(bn2(r1) + bn3(x)), the
+// shortcut bn3 traced after bn2 (so the fused bn2 must move to the relu's place), one SGD step on
+// the BN parameters, in f32 and bf16 activations. bn1 fuses with its relu (both ways); bn2 with
+// the add and relu; fused and unfused steps agree.
+TEST(FuseBnRelu, ResidualAddAndReluFuseIntoTheSecondBatchNorm) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const double tol = dtype == DType::bf16 ? 2e-3 : 1e-6;
+    Tensor x = channels_last(ops::cast(random_tensor({6, 16, 5, 5}, 7, -1, 2), dtype));
+    auto make = [] {
+      std::vector<Tensor> p;
+      for (uint64_t i = 0; i < 3; ++i) {
+        p.push_back(random_tensor({16}, 10 + i, 0.5f, 1.5f));
+        p.push_back(random_tensor({16}, 20 + i));
+        p.push_back(Tensor::zeros({16}));
+        p.push_back(Tensor::ones({16}));
+      }
+      return p;
+    };
+    auto bn = [](const std::vector<Tensor>& p, int i, const Tensor& in) {
+      size_t k = size_t(4 * i);
+      return ops::batch_norm(in, p[k], p[k + 1], p[k + 2], p[k + 3], true, 0.9, 1e-5)[0];
+    };
+    std::vector<std::vector<Tensor>> results;
+    std::vector<float> losses;
+    for (bool fusion : {false, true}) {
+      std::vector<Tensor> p = make();
+      Tensor lr = Tensor::scalar(0.1);
+      Graph g;
+      {
+        Tracer tracer(g);
+        std::vector<std::pair<std::string, Tensor>> state;
+        for (size_t i = 0; i < p.size(); ++i) state.emplace_back("p" + std::to_string(i), p[i]);
+        tracer.bind_state(state);
+        Tensor tx = tracer.input(ops::meta_of(x), "x");
+        Tensor r1 = ops::relu(bn(p, 0, tx));
+        Tensor y2 = bn(p, 1, r1);
+        Tensor z = ops::relu(ops::add(y2, bn(p, 2, tx)));
+        Tensor l = ops::mean(ops::square(ops::cast(z, DType::f32)));
+        std::vector<Tensor> params;
+        for (size_t i = 0; i < p.size(); i += 4) {
+          params.push_back(p[i]);
+          params.push_back(p[i + 1]);
+        }
+        std::vector<Tensor> grads = gradients(tracer, l, params);
+        for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
+        tracer.add_output(l);
+        tracer.finish();
+      }
+      Executable exe(std::move(g), {.fusion = fusion});
+      if (fusion) {
+        EXPECT_EQ(count_members(exe.graph(), {"batch_norm", "add", "relu"}), 1);
+        EXPECT_EQ(count_members(exe.graph(), {"batch_norm", "relu"}), 1);
+        EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_relu_grad), 1);
+        EXPECT_EQ(count_nodes(exe.graph(), NodeType::op, int(ops::OpKind::batch_norm)), 1);
+        EXPECT_EQ(count_nodes(exe.graph(), NodeType::op, int(ops::OpKind::relu)), 0);
+      }
+      for (int s = 0; s < 2; ++s) {
+        losses.push_back(exe.run(std::vector<Tensor>{x})[0].item<float>());
+      }
+      results.push_back(p);
+    }
+    EXPECT_NEAR(losses[0], losses[2], tol * 10);
+    EXPECT_NEAR(losses[1], losses[3], tol * 10);
+    expect_all_close(results[1], results[0], tol, 1e-5, "params and running stats");
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // Kernels of the fused nodes that are not plain elementwise chains: conv2d/matmul with oneDNN
-// post-ops, BatchNorm+ReLU forward and backward, elementwise-into-reduction. Each is built once,
-// at bind time, for its bound tensors (primitives created, scratch allocated), then only run.
+// post-ops, BatchNorm+[add+]ReLU forward and backward, elementwise-into-reduction. Each is built
+// once, at bind time, for its bound tensors (primitives created, scratch allocated), then only run.
 #include <memory>
 #include <span>
 

@@ -53,7 +53,7 @@ enum class NodeType : uint8_t {
   fused_elementwise,  // a chain of elementwise ops in one pass over memory (`chain`)
   fused_reduction,    // elementwise chain feeding a sum/mean (`chain`, then `op`)
   epilogue,           // conv2d/matmul (`op`) with `post_ops` folded in
-  bn_relu,            // batch_norm + relu (forward)
+  bn_relu,            // batch_norm + [residual add +] relu (forward)
   bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
 };
 

@@ -1,113 +1,160 @@
-// Graph-kernel fusion (d): BatchNorm + ReLU, forward and backward, as oneDNN's batch
-// normalization with fuse_norm_relu.
+// Graph-kernel fusion (d): BatchNorm + [residual add +] ReLU forward, ReLU-grad + BatchNorm-grad
+// backward, on the rows kernels (ops/kernels/batch_norm_rows.h): f32 or bf16 activations laid
+// out channels-last 4-D or [N, C], training or eval.
 //
-// Forward:  (y, mean, inv_std) = batch_norm(x, ...); r = relu(y)      [y read by relu only]
-//       ->  (r, mean, inv_std, ws) = fused[batch_norm,relu](x, ...)
-// y is never written; ws is oneDNN's workspace, a bit per element of where relu passed.
+// Forward:  (y, mean, inv_std) = batch_norm(x, ...); r = relu(y)          [y read by relu only]
+//       ->  (r, mean, inv_std) = fused[batch_norm,relu](x, ...)
+// Residual: (y, mean, inv_std) = batch_norm(x, ...); z = add(y, s); r = relu(z)
+//                                                          [y read by add, z by relu only]
+//       ->  (r, mean, inv_std) = fused[batch_norm,add,relu](x, ..., s)
+// y (and z) are never written. The residual form is a ResNet block's second BN; it takes the
+// relu's place in the schedule, since the shortcut s is often computed after the BN.
 //
 // Backward: t = relu_grad(g, r); (dx, dgamma, dbeta) = batch_norm_grad(t, x, gamma, mean, inv_std)
 //                                                                    [t read by the BN grad only]
-//       ->  (dx, dgamma, dbeta) = fused[relu_grad,batch_norm_grad](g, x, gamma, mean, inv_std, ws)
-// t is never written: the backward primitive masks g with ws as it reads it.
-#include <oneapi/dnnl/dnnl.hpp>
-
+//       ->  (dx, dgamma, dbeta) = fused[relu_grad,batch_norm_grad](g, r, x, gamma, mean, inv_std)
+// t is never written: the kernel masks g with r > 0 as it reads it, which is what relu_grad(g, r)
+// computed. (After a residual add t usually also feeds the shortcut's gradient, and then stays.)
+//
+// Runs before fuse_elementwise, which would otherwise take the add + relu.
 #include "kiln/graph/passes/passes.h"
-#include "kiln/ops/dnnl/context.h"
 
 namespace kiln::graph::passes {
 namespace {
 using ops::OpKind;
 
-bool is_op(const Node& n, OpKind k) {
-  return !n.dead && n.type == NodeType::op && n.op == k;
+// Whether the rows kernels can read v as the arena (or the caller's input copy) holds it: a
+// dense f32/bf16 activation, channels-last 4-D or row-major with only N and C (> 1).
+bool rows_activation(const Graph& graph, ValueId v) {
+  const Value& val = graph.value(v);
+  const ops::TensorMeta& m = val.meta;
+  if (m.dtype != DType::f32 && m.dtype != DType::bf16) return false;
+  if (m.shape.rank() < 2) return false;
+  const bool channels_last = m.layout == ops::Layout::channels_last && m.shape.rank() == 4;
+  const bool rows_major =
+      m.layout == ops::Layout::contiguous && m.shape.numel() == m.shape[0] * m.shape[1];
+  if (!channels_last && !rows_major) return false;
+  if (val.kind != ValueKind::intermediate && val.kind != ValueKind::input) return false;
+  return dense_as_meta(graph, v);
 }
 
-// Bytes of the workspace oneDNN wants for a fused BN+ReLU over data of this meta.
-int64_t workspace_bytes(const ops::TensorMeta& x, double eps) {
-  namespace du = ops::dnnl_util;
-  auto md = du::desc_of(x, "batch_norm");
-  auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
-               dnnl::normalization_flags::fuse_norm_relu;
-  dnnl::batch_normalization_forward::primitive_desc pd(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, float(eps),
-                                              flags),
-      du::scratchpad_attr(), du::engine());
-  return int64_t(pd.workspace_desc().get_size());
+// The single live reader of v (read once), or -1.
+NodeId only_user(const ScheduleView& view, ValueId v) {
+  if (view.is_output[size_t(v)]) return -1;
+  const auto& u = view.users[size_t(v)];
+  return u.size() == 1 ? u[0] : -1;
+}
+
+// Whether the BN may move from its place to the relu's: nothing in between writes what it
+// reads, reads the running statistics it writes, or reads its mean/inv_std outputs early.
+bool can_move_bn(const Graph& graph, const ScheduleView& view, const Node& bn, NodeId bn_id,
+                 NodeId to_id) {
+  const int from = view.pos[size_t(bn_id)], to = view.pos[size_t(to_id)];
+  if (crosses_write(graph, view.order, bn, from, to)) return false;
+  for (int p = from + 1; p < to; ++p) {
+    for (ValueId in : graph.node(view.order[size_t(p)]).inputs) {
+      if (in != kNoValue && (in == bn.inputs[3] || in == bn.inputs[4])) return false;
+    }
+  }
+  for (size_t i = 1; i < bn.outputs.size(); ++i) {
+    for (NodeId u : view.users[size_t(bn.outputs[i])]) {
+      if (view.pos[size_t(u)] < to) return false;
+    }
+  }
+  return true;
+}
+
+// relu_grad(g, r) feeding only this BN's gradient -> one fused backward node. Returns 1 if fused.
+int fuse_backward(Graph& graph, const ScheduleView& view, ValueId r, ValueId x,
+                  const std::vector<ValueId>& bn_outputs) {
+  const ops::TensorMeta& xm = graph.value(x).meta;
+  for (NodeId rg_id : view.users[size_t(r)]) {
+    const Node& rg = graph.node(rg_id);
+    if (!is_live_op(rg, OpKind::relu_grad) || rg.inputs[1] != r) continue;
+    const ValueId t = rg.outputs[0], g = rg.inputs[0];
+    if (!(graph.value(t).meta == xm)) continue;
+    const NodeId bg_id = only_user(view, t);
+    if (bg_id < 0) continue;
+    const Node& bg = graph.node(bg_id);
+    if (!is_live_op(bg, OpKind::batch_norm_grad) || bg.inputs[0] != t || bg.inputs[1] != x ||
+        bg.inputs[3] != bn_outputs[1] || bg.inputs[4] != bn_outputs[2]) {
+      continue;
+    }
+    if (!(graph.value(g).meta == xm) || !rows_activation(graph, g)) continue;
+    Node bwd;
+    bwd.type = NodeType::bn_relu_grad;
+    bwd.op = OpKind::batch_norm_grad;
+    bwd.attrs = bg.attrs;
+    bwd.inputs = {g, r, x, bg.inputs[2], bg.inputs[3], bg.inputs[4]};
+    bwd.outputs = bg.outputs;
+    bwd.members = {"relu_grad", "batch_norm_grad"};
+    graph.node(rg_id).dead = true;
+    graph.node(bg_id) = std::move(bwd);
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
 
 int fuse_bn_relu(Graph& graph) {
-  const std::vector<NodeId> order = graph.schedule();
-  const auto users = graph.users();
-  std::vector<bool> is_output(graph.num_values());
-  for (ValueId v : graph.outputs()) is_output[size_t(v)] = true;
+  const ScheduleView view(graph);
   int fused = 0;
-  for (NodeId bn_id : order) {
+  for (NodeId bn_id : view.order) {
     const Node& bn = graph.node(bn_id);
-    if (!is_op(bn, OpKind::batch_norm) || !bn.attrs.training) continue;
-    const ValueId y = bn.outputs[0];
-    const ValueId x_in = bn.inputs[0];
-    const ops::TensorMeta xm = graph.value(bn.inputs[0]).meta;
-    if (xm.dtype != DType::f32 || xm.shape.rank() < 2 || is_output[size_t(y)]) continue;
-    const auto& yu = users[size_t(y)];
-    if (yu.size() != 1 || !is_op(graph.node(yu[0]), OpKind::relu)) continue;
-    // x must be dense in its meta's layout (the kernel reads it as such).
-    if (!dense_as_meta(graph, bn.inputs[0])) continue;
-    const NodeId relu_id = yu[0];
+    if (!is_live_op(bn, OpKind::batch_norm)) continue;
+    const ValueId x = bn.inputs[0], y = bn.outputs[0];
+    const ops::TensorMeta xm = graph.value(x).meta;
+    if (!rows_activation(graph, x)) continue;
+    const NodeId next = only_user(view, y);
+    if (next < 0) continue;
+
+    // relu(y), or relu(add(y, s)) with s a full-size activation like x.
+    NodeId relu_id = -1;
+    ValueId shortcut = kNoValue;
+    if (is_live_op(graph.node(next), OpKind::relu)) {
+      relu_id = next;
+    } else if (is_live_op(graph.node(next), OpKind::add)) {
+      const Node& add = graph.node(next);
+      const ValueId s = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+      const ValueId z = add.outputs[0];
+      const NodeId after = only_user(view, z);
+      if (s != y && graph.value(s).meta == xm && rows_activation(graph, s) &&
+          graph.value(z).meta == xm && after >= 0 && is_live_op(graph.node(after), OpKind::relu) &&
+          can_move_bn(graph, view, bn, bn_id, after)) {
+        relu_id = after;
+        shortcut = s;
+      }
+    }
+    if (relu_id < 0) continue;
     const ValueId r = graph.node(relu_id).outputs[0];
     if (!(graph.value(r).meta == xm)) continue;
 
-    int64_t ws_bytes = workspace_bytes(xm, bn.attrs.eps);
-    // Forward: the relu's place is after the BN's; the BN (with its running-statistics side
-    // effect) stays where it is and produces r directly, so nothing moves earlier than its inputs.
     Node fwd;
     fwd.type = NodeType::bn_relu;
     fwd.op = OpKind::batch_norm;
     fwd.attrs = bn.attrs;
     fwd.inputs = bn.inputs;
     fwd.members = {"batch_norm", "relu"};
+    if (shortcut != kNoValue) {
+      fwd.inputs.push_back(shortcut);
+      fwd.members = {"batch_norm", "add", "relu"};
+    }
     const std::vector<ValueId> bn_outputs = bn.outputs;
-    ValueId ws = graph.add_value(
-        ops::TensorMeta{Shape{std::max<int64_t>(ws_bytes, 1)}, DType::u8, ops::Layout::contiguous},
-        ValueKind::intermediate, "bn_relu_workspace");
-    fwd.outputs = {r, bn_outputs[1], bn_outputs[2], ws};
-    graph.node(relu_id).dead = true;
-    graph.node(bn_id) = std::move(fwd);
-    for (size_t i = 0; i < 4; ++i) {
-      Value& v = graph.value(graph.node(bn_id).outputs[i]);
-      v.producer = bn_id;
+    fwd.outputs = {r, bn_outputs[1], bn_outputs[2]};
+    // Without a residual the fused node stays in the BN's place (its running-statistics update
+    // does not move); with one it takes the relu's place, after the shortcut is computed.
+    const NodeId at = shortcut == kNoValue ? bn_id : relu_id;
+    if (shortcut != kNoValue) graph.node(next).dead = true;  // the add
+    graph.node(shortcut == kNoValue ? relu_id : bn_id).dead = true;
+    graph.node(at) = std::move(fwd);
+    for (size_t i = 0; i < 3; ++i) {
+      Value& v = graph.value(graph.node(at).outputs[i]);
+      v.producer = at;
       v.output_index = int(i);
     }
     ++fused;
-
-    // Backward: relu_grad(g, r) feeding only this BN's gradient.
-    for (NodeId rg_id : users[size_t(r)]) {
-      const Node& rg = graph.node(rg_id);
-      if (!is_op(rg, OpKind::relu_grad) || rg.inputs[1] != r) continue;
-      const ValueId t = rg.outputs[0];
-      if (is_output[size_t(t)] || !(graph.value(t).meta == xm)) continue;
-      const auto& tu = users[size_t(t)];
-      if (tu.size() != 1) continue;
-      const Node& bg = graph.node(tu[0]);
-      if (!is_op(bg, OpKind::batch_norm_grad) || bg.inputs[0] != t || bg.inputs[1] != x_in ||
-          bg.inputs[3] != bn_outputs[1] || bg.inputs[4] != bn_outputs[2]) {
-        continue;
-      }
-      if (!(graph.value(rg.inputs[0]).meta == xm) || !dense_as_meta(graph, rg.inputs[0])) continue;
-      Node bwd;
-      bwd.type = NodeType::bn_relu_grad;
-      bwd.op = OpKind::batch_norm_grad;
-      bwd.attrs = bg.attrs;
-      bwd.inputs = {rg.inputs[0], bg.inputs[1], bg.inputs[2], bg.inputs[3], bg.inputs[4], ws};
-      bwd.outputs = bg.outputs;
-      bwd.members = {"relu_grad", "batch_norm_grad"};
-      NodeId bg_id = tu[0];
-      graph.node(rg_id).dead = true;
-      graph.node(bg_id) = std::move(bwd);
-      ++fused;
-      break;
-    }
+    fused += fuse_backward(graph, view, r, x, bn_outputs);
   }
   return fused;
 }

@@ -27,7 +27,7 @@ int fuse_elementwise(Graph& graph);
 int fuse_epilogues(Graph& graph);
 // (b) Elementwise producers folded into the sum/mean that consumes them.
 int fuse_reductions(Graph& graph);
-// (d) batch_norm + relu forward, relu_grad + batch_norm_grad backward.
+// (d) batch_norm + [residual add +] relu forward, relu_grad + batch_norm_grad backward.
 int fuse_bn_relu(Graph& graph);
 
 // Moves each optimizer update to just after its gradient (and the parameter's last earlier

@@ -1,0 +1,653 @@
+#include "kiln/ops/kernels/batch_norm_rows.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "kiln/core/error.h"
+
+// GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom
+// (the warning lands wherever they are inlined, so it is off for the whole file).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace kiln::ops {
+namespace {
+
+// ---- W floats at a time: AVX-512 registers for W = 16 where the target has them, plain arrays
+// (which the compiler vectorizes as it can) otherwise and for the scalar tails (W = 1).
+
+template <int W>
+struct Vec {
+  float v[W];
+};
+#if defined(__AVX512F__)
+template <>
+struct Vec<16> {
+  __m512 v;
+};
+#endif
+
+template <int W>
+using Width = std::integral_constant<int, W>;
+
+template <int W>
+inline Vec<W> vzero() {
+  Vec<W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = 0.0f;
+  return r;
+}
+template <int W>
+inline Vec<W> vload(const float* p) {
+  Vec<W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = p[i];
+  return r;
+}
+template <int W>
+inline Vec<W> vload(const bf16_t* p) {
+  Vec<W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = bf16_to_float(p[i]);
+  return r;
+}
+template <int W>
+inline void vstore(float* p, Vec<W> a) {
+  for (int i = 0; i < W; ++i) p[i] = a.v[i];
+}
+template <int W>
+inline void vstore(bf16_t* p, Vec<W> a) {
+  for (int i = 0; i < W; ++i) p[i] = float_to_bf16(a.v[i]);
+}
+template <int W>
+inline Vec<W> vadd(Vec<W> a, Vec<W> b) {
+  for (int i = 0; i < W; ++i) a.v[i] += b.v[i];
+  return a;
+}
+template <int W>
+inline Vec<W> vsub(Vec<W> a, Vec<W> b) {
+  for (int i = 0; i < W; ++i) a.v[i] -= b.v[i];
+  return a;
+}
+template <int W>
+inline Vec<W> vmul(Vec<W> a, Vec<W> b) {
+  for (int i = 0; i < W; ++i) a.v[i] *= b.v[i];
+  return a;
+}
+// a·b + c, fused (so vector bodies and scalar tails round alike).
+template <int W>
+inline Vec<W> vfma(Vec<W> a, Vec<W> b, Vec<W> c) {
+  for (int i = 0; i < W; ++i) a.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+  return a;
+}
+// `a < 0 ? 0 : a`: keeps NaN, as the relu op does.
+template <int W>
+inline Vec<W> vrelu(Vec<W> a) {
+  for (int i = 0; i < W; ++i) a.v[i] = a.v[i] < 0.0f ? 0.0f : a.v[i];
+  return a;
+}
+// g where r > 0, else 0: relu_grad's mask.
+template <int W>
+inline Vec<W> vpass(Vec<W> r, Vec<W> g) {
+  for (int i = 0; i < W; ++i) g.v[i] = r.v[i] > 0.0f ? g.v[i] : 0.0f;
+  return g;
+}
+
+// d[0..W) += a, widened to double.
+template <int W>
+inline void vadd_to(double* d, Vec<W> a) {
+  for (int i = 0; i < W; ++i) d[i] += double(a.v[i]);
+}
+
+#if defined(__AVX512F__)
+template <>
+inline Vec<16> vzero<16>() {
+  return {_mm512_setzero_ps()};
+}
+template <>
+inline Vec<16> vload<16>(const float* p) {
+  return {_mm512_loadu_ps(p)};
+}
+template <>
+inline Vec<16> vload<16>(const bf16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+template <>
+inline void vstore<16>(float* p, Vec<16> a) {
+  _mm512_storeu_ps(p, a.v);
+}
+// Rounding to bf16: nearest even, NaN kept quiet. With AVX512_BF16 one vcvtneps2bf16 does it
+// (it also flushes values below 2^-126 to zero, which no normalized activation is); without, the
+// integer rounding of float_to_bf16. The scalar tails use the same instruction, so a tensor's
+// elements all round alike.
+#if defined(__AVX512BF16__)
+template <>
+inline void vstore<16>(bf16_t* p, Vec<16> a) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a.v));
+}
+template <>
+inline void vstore<1>(bf16_t* p, Vec<1> a) {
+  const __m128i h = (__m128i)_mm_cvtneps_pbh(_mm_set_ss(a.v[0]));
+  p->bits = uint16_t(_mm_extract_epi16(h, 0));
+}
+#else
+template <>
+inline void vstore<16>(bf16_t* p, Vec<16> a) {
+  const __m512i u = _mm512_castps_si512(a.v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i r =
+      _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+}
+#endif
+template <>
+inline void vadd_to<16>(double* d, Vec<16> a) {
+  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a.v));
+  const __m512d hi =
+      _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
+  _mm512_storeu_pd(d, _mm512_add_pd(_mm512_loadu_pd(d), lo));
+  _mm512_storeu_pd(d + 8, _mm512_add_pd(_mm512_loadu_pd(d + 8), hi));
+}
+template <>
+inline Vec<16> vadd<16>(Vec<16> a, Vec<16> b) {
+  return {_mm512_add_ps(a.v, b.v)};
+}
+template <>
+inline Vec<16> vsub<16>(Vec<16> a, Vec<16> b) {
+  return {_mm512_sub_ps(a.v, b.v)};
+}
+template <>
+inline Vec<16> vmul<16>(Vec<16> a, Vec<16> b) {
+  return {_mm512_mul_ps(a.v, b.v)};
+}
+template <>
+inline Vec<16> vfma<16>(Vec<16> a, Vec<16> b, Vec<16> c) {
+  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
+}
+template <>
+inline Vec<16> vrelu<16>(Vec<16> a) {
+  const __mmask16 negative = _mm512_cmp_ps_mask(a.v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return {_mm512_mask_mov_ps(a.v, negative, _mm512_setzero_ps())};
+}
+template <>
+inline Vec<16> vpass<16>(Vec<16> r, Vec<16> g) {
+  const __mmask16 positive = _mm512_cmp_ps_mask(r.v, _mm512_setzero_ps(), _CMP_GT_OQ);
+  return {_mm512_maskz_mov_ps(positive, g.v)};
+}
+#endif
+
+inline float to_float(float v) {
+  return v;
+}
+inline float to_float(bf16_t v) {
+  return bf16_to_float(v);
+}
+
+// ---- The flat loop. The rows × C elements are walked as one flat array in periods of P
+// positions, P a multiple of C (so position p is channel p % C) and, where possible, of 16 (so a
+// period is whole vectors whatever C is: C = 16 is one vector a row, C = 24 three vectors per two
+// rows). Per-channel constants are laid out per position once, and a period of up to 4 vectors
+// gets fully unrolled loops with its accumulators in registers: rows here are only 64–256
+// bytes, too short for a loop over channels inside a loop over rows to run at memory speed.
+
+// Below this many elements one thread beats waking the team.
+constexpr int64_t kParallelMin = 1 << 15;
+// Partial sums are float over this many iterations, then added into double: the float sums
+// stay short (accurate), the double adds stay rare (cheap).
+constexpr int kFlushEvery = 64;
+constexpr int kMaxFixedVectors = 4;
+
+struct Plan {
+  int64_t channels = 0, total = 0;
+  int64_t period = 0;     // positions per period
+  int64_t periods = 0;    // whole periods in `total`; the rest is a scalar tail
+  int fixed_vectors = 0;  // 1..kMaxFixedVectors: period = 16·fixed_vectors; 0: any period
+  bool parallel = false;
+};
+
+Plan make_plan(int64_t rows, int64_t channels) {
+  Plan p;
+  p.channels = channels;
+  p.total = rows * channels;
+  const int64_t lcm = std::lcm(channels, int64_t{16});
+  if (lcm <= 16 * kMaxFixedVectors) {
+    p.fixed_vectors = int(lcm / 16);
+    p.period = lcm;
+  } else {
+    p.period = lcm <= 4096 ? lcm : channels;
+  }
+  p.periods = p.total / p.period;
+  p.parallel = p.total >= kParallelMin && !omp_in_parallel();
+  return p;
+}
+
+std::vector<float> per_position(const Plan& plan, const float* per_channel) {
+  std::vector<float> out(static_cast<size_t>(plan.period));
+  for (int64_t p = 0; p < plan.period; ++p) out[size_t(p)] = per_channel[p % plan.channels];
+  return out;
+}
+
+// This thread's share of the periods (static, contiguous); the last thread also takes the tail.
+struct Range {
+  int64_t begin, end;
+  bool last;
+};
+Range my_periods(const Plan& plan) {
+  const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+  return {plan.periods * t / threads, plan.periods * (t + 1) / threads, t == threads - 1};
+}
+
+// f(Width<W>, offset, position) -> {a, b} for W elements at a flat offset; sums land in pa/pb
+// (per position, double).
+template <int kV, class F>
+void reduce_fixed(F& f, Range r, double* pa, double* pb) {
+  constexpr int64_t kPeriod = 16 * kV;
+  constexpr int kUnroll = kV == 1 ? 4 : (kV == 2 ? 2 : 1);  // independent add chains
+  constexpr int kAcc = kUnroll * kV;
+  // Every loop over the accumulators is unrolled, so they stay in registers (a loop with a
+  // variable index would put them on the stack, and the sums would run at store-forwarding speed).
+  Vec<16> acc_a[kAcc], acc_b[kAcc];
+#pragma GCC unroll 16
+  for (int i = 0; i < kAcc; ++i) acc_a[i] = acc_b[i] = vzero<16>();
+  auto flush = [&] {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) {
+      const int64_t pos = 16 * (i % kV);
+      vadd_to(pa + pos, acc_a[i]);
+      vadd_to(pb + pos, acc_b[i]);
+      acc_a[i] = acc_b[i] = vzero<16>();
+    }
+  };
+  int64_t s = r.begin;
+  int n = 0;
+  for (; s + kUnroll <= r.end; s += kUnroll) {
+#pragma GCC unroll 16
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma GCC unroll 16
+      for (int v = 0; v < kV; ++v) {
+        auto [a, b] = f(Width<16>{}, (s + u) * kPeriod + 16 * v, int64_t{16} * v);
+        acc_a[u * kV + v] = vadd(acc_a[u * kV + v], a);
+        acc_b[u * kV + v] = vadd(acc_b[u * kV + v], b);
+      }
+    }
+    if (++n == kFlushEvery) {
+      flush();
+      n = 0;
+    }
+  }
+  for (; s < r.end; ++s) {
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) {
+      auto [a, b] = f(Width<16>{}, s * kPeriod + 16 * v, int64_t{16} * v);
+      acc_a[v] = vadd(acc_a[v], a);
+      acc_b[v] = vadd(acc_b[v], b);
+    }
+  }
+  flush();
+}
+
+template <class F>
+void reduce_any(F& f, int64_t period, Range r, double* pa, double* pb) {
+  std::vector<float> acc(static_cast<size_t>(2 * period), 0.0f);
+  float* fa = acc.data();
+  float* fb = fa + period;
+  const int64_t vectors_end = period - period % 16;
+  auto flush = [&] {
+    for (int64_t p = 0; p < period; ++p) {
+      pa[p] += double(fa[p]);
+      pb[p] += double(fb[p]);
+      fa[p] = fb[p] = 0.0f;
+    }
+  };
+  int n = 0;
+  for (int64_t s = r.begin; s < r.end; ++s) {
+    const int64_t base = s * period;
+    for (int64_t j = 0; j < vectors_end; j += 16) {
+      auto [a, b] = f(Width<16>{}, base + j, j);
+      vstore<16>(fa + j, vadd(vload<16>(fa + j), a));
+      vstore<16>(fb + j, vadd(vload<16>(fb + j), b));
+    }
+    for (int64_t j = vectors_end; j < period; ++j) {
+      auto [a, b] = f(Width<1>{}, base + j, j);
+      fa[j] += a.v[0];
+      fb[j] += b.v[0];
+    }
+    if (++n == kFlushEvery) {
+      flush();
+      n = 0;
+    }
+  }
+  flush();
+}
+
+// Per-channel sums of f's two values over all elements, into sum_a/sum_b [C].
+template <class F>
+void reduce(const Plan& plan, F f, double* sum_a, double* sum_b) {
+  const int64_t period = plan.period;
+  const int teams = plan.parallel ? omp_get_max_threads() : 1;
+  std::vector<double> parts(size_t(teams) * size_t(2 * period), 0.0);
+#pragma omp parallel if (plan.parallel)
+  {
+    // A private copy of the functor: its captured pointers then live in registers, where the
+    // shared one would be reloaded after every store (which might, for all the compiler knows,
+    // have changed it).
+    F f_local = f;
+    const Range r = my_periods(plan);
+    double* pa = parts.data() + size_t(omp_get_thread_num()) * size_t(2 * period);
+    double* pb = pa + period;
+    switch (plan.fixed_vectors) {
+      case 1:
+        reduce_fixed<1>(f_local, r, pa, pb);
+        break;
+      case 2:
+        reduce_fixed<2>(f_local, r, pa, pb);
+        break;
+      case 3:
+        reduce_fixed<3>(f_local, r, pa, pb);
+        break;
+      case 4:
+        reduce_fixed<4>(f_local, r, pa, pb);
+        break;
+      default:
+        reduce_any(f_local, period, r, pa, pb);
+    }
+    if (r.last) {
+      const int64_t tail = plan.periods * period;
+      for (int64_t off = tail; off < plan.total; ++off) {
+        auto [a, b] = f_local(Width<1>{}, off, off - tail);
+        pa[off - tail] += a.v[0];
+        pb[off - tail] += b.v[0];
+      }
+    }
+  }
+  std::fill(sum_a, sum_a + plan.channels, 0.0);
+  std::fill(sum_b, sum_b + plan.channels, 0.0);
+  for (int t = 0; t < teams; ++t) {
+    const double* pa = parts.data() + size_t(t) * size_t(2 * period);
+    for (int64_t p = 0; p < period; ++p) {
+      sum_a[p % plan.channels] += pa[p];
+      sum_b[p % plan.channels] += pa[period + p];
+    }
+  }
+}
+
+// f(Width<W>, offset, position) for every element, W at a time.
+template <class F>
+void map(const Plan& plan, F f_shared) {
+  const int64_t period = plan.period;
+#pragma omp parallel if (plan.parallel)
+  {
+    F f = f_shared;  // private: see reduce
+    const Range r = my_periods(plan);
+    auto fixed = [&](auto kv) {
+      constexpr int kV = decltype(kv)::value;
+      for (int64_t s = r.begin; s < r.end; ++s) {
+#pragma GCC unroll 16
+        for (int v = 0; v < kV; ++v) f(Width<16>{}, s * 16 * kV + 16 * v, int64_t{16} * v);
+      }
+    };
+    switch (plan.fixed_vectors) {
+      case 1:
+        fixed(Width<1>{});
+        break;
+      case 2:
+        fixed(Width<2>{});
+        break;
+      case 3:
+        fixed(Width<3>{});
+        break;
+      case 4:
+        fixed(Width<4>{});
+        break;
+      default: {
+        const int64_t vectors_end = period - period % 16;
+        for (int64_t s = r.begin; s < r.end; ++s) {
+          const int64_t base = s * period;
+          for (int64_t j = 0; j < vectors_end; j += 16) f(Width<16>{}, base + j, j);
+          for (int64_t j = vectors_end; j < period; ++j) f(Width<1>{}, base + j, j);
+        }
+      }
+    }
+    if (r.last) {
+      const int64_t tail = plan.periods * period;
+      for (int64_t off = tail; off < plan.total; ++off) f(Width<1>{}, off, off - tail);
+    }
+  }
+}
+
+// ---- The four passes.
+
+// Per-channel mean and biased variance in one read. Sums are of x - shift, shift being the
+// first row: with shift near the data, Σ(x-shift)² - (Σ(x-shift))²/M does not cancel away the
+// variance the way E[x²] - E[x]² does when |mean| ≫ std.
+template <class T>
+void batch_stats(const T* x, const Plan& plan, double* mean, double* var) {
+  const int64_t c = plan.channels, rows = plan.total / c;
+  std::vector<float> shift_c(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) shift_c[size_t(i)] = to_float(x[i]);
+  const std::vector<float> shift = per_position(plan, shift_c.data());
+  const float* s = shift.data();
+  std::vector<double> sum(static_cast<size_t>(c)), sq(static_cast<size_t>(c));
+  reduce(
+      plan,
+      [x, s](auto w, int64_t off, int64_t pos) {
+        constexpr int W = decltype(w)::value;
+        const Vec<W> d = vsub(vload<W>(x + off), vload<W>(s + pos));
+        return std::pair{d, vmul(d, d)};
+      },
+      sum.data(), sq.data());
+  for (int64_t i = 0; i < c; ++i) {
+    const double m = sum[size_t(i)] / double(rows);
+    mean[i] = double(shift_c[size_t(i)]) + m;
+    var[i] = std::max(0.0, sq[size_t(i)] / double(rows) - m * m);
+  }
+}
+
+template <class T, bool kResidual, bool kRelu>
+void normalize(const T* x, const T* residual, T* y, const Plan& plan, const float* mean,
+               const float* scale, const float* beta) {
+  map(plan, [=](auto w, int64_t off, int64_t pos) {
+    constexpr int W = decltype(w)::value;
+    Vec<W> v = vfma(vsub(vload<W>(x + off), vload<W>(mean + pos)), vload<W>(scale + pos),
+                    vload<W>(beta + pos));
+    if constexpr (kResidual) v = vadd(v, vload<W>(residual + off));
+    if constexpr (kRelu) v = vrelu(v);
+    vstore<W>(y + off, v);
+  });
+}
+
+template <class T, bool kMask>
+void grad_sums(const T* dy, const T* relu_out, const T* x, const Plan& plan, const float* mean,
+               double* sum_dy, double* sum_dy_xmu) {
+  reduce(
+      plan,
+      [=](auto w, int64_t off, int64_t pos) {
+        constexpr int W = decltype(w)::value;
+        Vec<W> g = vload<W>(dy + off);
+        if constexpr (kMask) g = vpass(vload<W>(relu_out + off), g);
+        const Vec<W> xmu = vsub(vload<W>(x + off), vload<W>(mean + pos));
+        return std::pair{g, vmul(g, xmu)};
+      },
+      sum_dy, sum_dy_xmu);
+}
+
+// dx = k_dy·dy + k_xmu·(x - mean) + k_const.
+template <class T, bool kMask>
+void grad_input(const T* dy, const T* relu_out, const T* x, T* dx, const Plan& plan,
+                const float* mean, const float* k_dy, const float* k_xmu, const float* k_const) {
+  map(plan, [=](auto w, int64_t off, int64_t pos) {
+    constexpr int W = decltype(w)::value;
+    Vec<W> g = vload<W>(dy + off);
+    if constexpr (kMask) g = vpass(vload<W>(relu_out + off), g);
+    const Vec<W> xmu = vsub(vload<W>(x + off), vload<W>(mean + pos));
+    const Vec<W> rest = vfma(xmu, vload<W>(k_xmu + pos), vload<W>(k_const + pos));
+    vstore<W>(dx + off, vfma(g, vload<W>(k_dy + pos), rest));
+  });
+}
+
+template <class F>
+void with_storage(DType t, F f) {
+  if (t == DType::bf16) {
+    f(bf16_t{});
+  } else {
+    f(float{});
+  }
+}
+
+}  // namespace
+
+bool is_rows_by_channels(const Tensor& t) {
+  return t.defined() && t.rank() >= 2 && t.is_dense() && (t.dim(1) == 1 || t.strides()[1] == 1);
+}
+
+bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
+  if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
+  if (!is_rows_by_channels(x)) return false;
+  for (const Tensor* t : like_x) {
+    if (t == nullptr || !t->defined() || t->shape() != x.shape() || t->dtype() != x.dtype()) {
+      return false;
+    }
+    // Strides of extent-1 dims do not matter ([N, C, 1, 1] is both layouts at once).
+    for (int d = 0; d < x.rank(); ++d) {
+      if (x.dim(d) > 1 && t->strides()[size_t(d)] != x.strides()[size_t(d)]) return false;
+    }
+  }
+  return true;
+}
+
+void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor* residual, const BatchNormRowsOptions& o, const Tensor& y,
+                             const Tensor& mean_t, const Tensor& inv_std_t) {
+  if (!can_run_batch_norm_rows(x, {&y}) || (residual && !can_run_batch_norm_rows(x, {residual}))) {
+    throw Error("batch_norm_rows_forward: tensors are not rows × C alike: x " + describe(x) +
+                ", y " + describe(y));
+  }
+  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  float* mean = mean_t.data<float>();
+  float* inv_std = inv_std_t.data<float>();
+  float* rm = running_mean.data<float>();
+  float* rv = running_var.data<float>();
+  if (rows == 0 || c == 0) {
+    for (int64_t i = 0; i < c; ++i) {
+      mean[i] = o.training ? 0.0f : rm[i];
+      inv_std[i] = float(1.0 / std::sqrt((o.training ? 0.0 : double(rv[i])) + o.eps));
+    }
+    return;
+  }
+  const Plan plan = make_plan(rows, c);
+  if (o.training) {
+    std::vector<double> m(static_cast<size_t>(c)), v(static_cast<size_t>(c));
+    with_storage(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      batch_stats<T>(x.data<T>(), plan, m.data(), v.data());
+    });
+    const double mom = o.momentum, unbias = rows > 1 ? double(rows) / double(rows - 1) : 1.0;
+    for (int64_t i = 0; i < c; ++i) {
+      const double var = v[size_t(i)];
+      mean[i] = float(m[size_t(i)]);
+      inv_std[i] = float(1.0 / std::sqrt(var + o.eps));
+      rm[i] = float(mom * rm[i] + (1 - mom) * m[size_t(i)]);
+      rv[i] = float(mom * rv[i] + (1 - mom) * var * unbias);
+    }
+  } else {
+    for (int64_t i = 0; i < c; ++i) {
+      mean[i] = rm[i];
+      inv_std[i] = float(1.0 / std::sqrt(double(rv[i]) + o.eps));
+    }
+  }
+  const float* g = gamma.data<float>();
+  std::vector<float> scale_c(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) scale_c[size_t(i)] = float(double(g[i]) * double(inv_std[i]));
+  const std::vector<float> mean_p = per_position(plan, mean);
+  const std::vector<float> scale_p = per_position(plan, scale_c.data());
+  const std::vector<float> beta_p = per_position(plan, beta.data<float>());
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    const T* rp = residual ? residual->data<T>() : nullptr;
+    T* yp = y.data<T>();
+    auto run = [&](auto kernel) {
+      kernel(xp, rp, yp, plan, mean_p.data(), scale_p.data(), beta_p.data());
+    };
+    if (rp && o.relu) {
+      run(normalize<T, true, true>);
+    } else if (rp) {
+      run(normalize<T, true, false>);
+    } else if (o.relu) {
+      run(normalize<T, false, true>);
+    } else {
+      run(normalize<T, false, false>);
+    }
+  });
+}
+
+void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                              const Tensor& gamma, const Tensor& mean_t, const Tensor& inv_std_t,
+                              bool training, const Tensor& dx, const Tensor& dgamma_t,
+                              const Tensor& dbeta_t) {
+  if (!can_run_batch_norm_rows(x, {&dy, &dx}) ||
+      (relu_out && !can_run_batch_norm_rows(x, {relu_out}))) {
+    throw Error("batch_norm_rows_backward: tensors are not rows × C alike: x " + describe(x) +
+                ", dy " + describe(dy) + ", dx " + describe(dx));
+  }
+  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  float* dgamma = dgamma_t.data<float>();
+  float* dbeta = dbeta_t.data<float>();
+  if (rows == 0 || c == 0) {
+    std::fill(dgamma, dgamma + c, 0.0f);
+    std::fill(dbeta, dbeta + c, 0.0f);
+    return;
+  }
+  const Plan plan = make_plan(rows, c);
+  const float* g = gamma.data<float>();
+  const float* mean = mean_t.data<float>();
+  const float* is = inv_std_t.data<float>();
+  const std::vector<float> mean_p = per_position(plan, mean);
+  std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* r = relu_out ? relu_out->data<T>() : nullptr;
+    auto kernel = r ? grad_sums<T, true> : grad_sums<T, false>;
+    kernel(dy.data<T>(), r, x.data<T>(), plan, mean_p.data(), sum_dy.data(), sum_dy_xmu.data());
+  });
+  std::vector<float> k_dy(static_cast<size_t>(c)), k_xmu(static_cast<size_t>(c)),
+      k_const(static_cast<size_t>(c));
+  const double inv_rows = 1.0 / double(rows);
+  for (int64_t i = 0; i < c; ++i) {
+    const double s = is[i], k = double(g[i]) * s;
+    const double sdy = sum_dy[size_t(i)], sdxmu = sum_dy_xmu[size_t(i)];
+    dgamma[i] = float(sdxmu * s);
+    dbeta[i] = float(sdy);
+    k_dy[size_t(i)] = float(k);
+    // In eval the statistics are constants, so only the direct term remains.
+    k_xmu[size_t(i)] = training ? float(-k * s * s * sdxmu * inv_rows) : 0.0f;
+    k_const[size_t(i)] = training ? float(-k * sdy * inv_rows) : 0.0f;
+  }
+  const std::vector<float> k_dy_p = per_position(plan, k_dy.data());
+  const std::vector<float> k_xmu_p = per_position(plan, k_xmu.data());
+  const std::vector<float> k_const_p = per_position(plan, k_const.data());
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* r = relu_out ? relu_out->data<T>() : nullptr;
+    auto kernel = r ? grad_input<T, true> : grad_input<T, false>;
+    kernel(dy.data<T>(), r, x.data<T>(), dx.data<T>(), plan, mean_p.data(), k_dy_p.data(),
+           k_xmu_p.data(), k_const_p.data());
+  });
+}
+
+}  // namespace kiln::ops
+
+#pragma GCC diagnostic pop

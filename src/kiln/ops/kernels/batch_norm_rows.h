@@ -1,0 +1,57 @@
+#pragma once
+// Batch normalization over data laid out as rows × C with the channel innermost: a channels-last
+// [N, C, H, W] tensor, or a row-major [N, C]. Statistics are per channel over all rows.
+//
+// oneDNN 2.6's batch normalization is slow on exactly the tensors small CNNs have (few channels,
+// channels-last, and above all bf16: 3–14× a memcpy of the tensor); these kernels make the fewest
+// passes over memory a batch norm can: training forward reads x twice (statistics, then
+// normalize) and writes y once; eval forward and each backward pass read once. Math is f32 (the
+// statistics combine in double); storage is f32 or bf16, with f32 gamma, beta and statistics.
+//
+// The forward optionally fuses a residual add and a relu after the normalization, and the
+// backward a relu mask (the gradient passes where the forward's relu output is > 0), so graph
+// mode can run batch_norm + [add +] relu and relu_grad + batch_norm_grad as single kernels.
+#include <initializer_list>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::ops {
+
+// Whether t's memory is rows of C = dim(1) channels: rank >= 2, dense, and the channel dim has
+// stride 1, so every other dim steps over whole rows. Batch norm does not care about the order of
+// the rows, but all the tensors of one call must share it (see can_run_batch_norm_rows).
+bool is_rows_by_channels(const Tensor& t);
+
+// Whether the kernels below apply: x is f32 or bf16 and rows-by-channels, and every tensor in
+// `like_x` has x's shape, dtype and strides.
+bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x);
+
+struct BatchNormRowsOptions {
+  bool training = true;
+  double momentum = 0.9;  // running = momentum·running + (1 - momentum)·batch
+  double eps = 1e-5;
+  bool relu = false;
+};
+
+// y = relu?((x - mean)·gamma·inv_std + beta + residual?), rounded once to y's dtype.
+// Training: mean and inv_std = 1/sqrt(var + eps) come from the batch (var biased) and are written
+// to `mean` and `inv_std`; running_mean/running_var are updated in place, the variance unbiased
+// (as PyTorch and MindSpore do). Eval: mean = running_mean, inv_std from running_var, neither
+// updated. gamma, beta, the running statistics, mean and inv_std are contiguous f32 [C];
+// residual (may be null) and y are laid out like x.
+void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor* residual, const BatchNormRowsOptions& options,
+                             const Tensor& y, const Tensor& mean, const Tensor& inv_std);
+
+// The gradients of batch_norm_rows_forward without residual, given dy = dL/dy (before the relu
+// when relu_out is non-null: then dy passes only where relu_out > 0, as relu_grad does).
+// dgamma = Σ dy·(x - mean)·inv_std and dbeta = Σ dy per channel; dx = gamma·inv_std·(dy -
+// Σdy/M - (x - mean)·inv_std²·Σdy·(x - mean)/M) in training, gamma·inv_std·dy in eval (the
+// statistics were constants). relu_out and dx are laid out like x.
+void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                              const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
+                              bool training, const Tensor& dx, const Tensor& dgamma,
+                              const Tensor& dbeta);
+
+}  // namespace kiln::ops
