@@ -15,23 +15,13 @@
 #include "kiln/train/compiled_step.h"
 #include "kiln/train/model.h"
 
+#include "train_testing.h"
+
 namespace kiln::train {
 namespace {
 
-Tensor batch_images(int64_t n, uint64_t seed) {
-  Generator gen(seed);
-  Tensor x = Tensor::empty({n, 1, 28, 28});
-  float* p = x.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = gen.uniform(-1.f, 1.f);
-  return x;
-}
-
-Tensor batch_labels(int64_t n, uint64_t seed) {
-  Generator gen(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& l : v) l = int32_t(gen.next_u64() % 10);
-  return Tensor::from_vector(v, Shape{n});
-}
+using testing::batch_images;
+using testing::batch_labels;
 
 graph::CompileOptions fused() {
   graph::CompileOptions o;

@@ -5,10 +5,28 @@
 #include <random>
 #include <string>
 
+#include "kiln/core/random.h"
 #include "kiln/data/dataset.h"
 #include "kiln/train/callback.h"
 
 namespace kiln::train::testing {
+
+// A random [n, 1, 28, 28] batch in [-1, 1) and its random labels in 0..9 (Fashion-MNIST's
+// shapes without the data set).
+inline Tensor batch_images(int64_t n, uint64_t seed) {
+  Generator gen(seed);
+  Tensor x = Tensor::empty({n, 1, 28, 28});
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = gen.uniform(-1.f, 1.f);
+  return x;
+}
+
+inline Tensor batch_labels(int64_t n, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& l : v) l = int32_t(gen.next_u64() % 10);
+  return Tensor::from_vector(v, Shape{n});
+}
 
 // rows × features f32 inputs with labels = argmax over 3 fixed projections (learnable).
 inline dataset::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_t batch,
