@@ -122,10 +122,10 @@ std::string CompileReport::str() const {
     << " kernels in " << compile_ms << " ms (trace " << trace_ms << " ms): folded " << folded
     << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
-    << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << "; arena "
-    << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
-    << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
-    << inplace_reuses;
+    << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
+    << fused_update << "; arena " << double(arena_bytes) / 1048576.0 << " MiB (live peak "
+    << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
+    << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses;
   return s.str();
 }
 
@@ -147,12 +147,13 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
   if (options.fusion) {
     report.fused_bn_relu += passes::fuse_bn_relu(graph);
     report.fused_epilogue += passes::fuse_epilogues(graph);
+    report.fused_update += passes::fuse_matmul_momentum(graph);
     report.fused_elementwise += passes::fuse_elementwise(graph);
     report.fused_reduction += passes::fuse_reductions(graph);
     report.dce_removed += passes::eliminate_dead_code(graph);
     // What survived (a reduction may swallow an elementwise fusion).
     report.fused_elementwise = report.fused_epilogue = report.fused_reduction =
-        report.fused_bn_relu = 0;
+        report.fused_bn_relu = report.fused_update = 0;
     for (NodeId n : graph.schedule()) {
       switch (graph.node(n).type) {
         case NodeType::fused_elementwise:
@@ -167,6 +168,9 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
         case NodeType::bn_relu:
         case NodeType::bn_relu_grad:
           ++report.fused_bn_relu;
+          break;
+        case NodeType::fused_update:
+          ++report.fused_update;
           break;
         default:
           break;

@@ -39,7 +39,8 @@ struct CompileReport {
   size_t nodes_compiled = 0;
   size_t launches = 0;
   int simplified = 0, folded = 0, cse_merged = 0, dce_removed = 0;
-  int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0;
+  int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0,
+      fused_update = 0;
   int64_t arena_bytes = 0;      // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take

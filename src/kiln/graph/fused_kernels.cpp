@@ -21,6 +21,8 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
       return make_bn_relu_kernel(node, inputs, outputs);
     case NodeType::fused_reduction:
       return make_reduction_kernel(node, inputs, outputs);
+    case NodeType::fused_update:
+      return make_matmul_momentum_kernel(node, inputs, outputs);
     default:
       break;
   }

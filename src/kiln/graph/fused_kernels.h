@@ -45,6 +45,10 @@ std::shared_ptr<SpecialKernel> make_max_pool_grad_kernel(const Node& node,
                                                          std::span<const Tensor> outputs);
 
 // Per-type factories (one file each).
+// fused_update: inputs param, a, velocity, lr, b (kernels/epilogue.cpp).
+std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,
+                                                           std::span<const Tensor> inputs,
+                                                           std::span<const Tensor> outputs);
 std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
                                                     std::span<const Tensor> inputs,
                                                     std::span<const Tensor> outputs);

@@ -232,7 +232,8 @@ std::string node_label(const Node& node) {
     case NodeType::fused_reduction:
     case NodeType::epilogue:
     case NodeType::bn_relu:
-    case NodeType::bn_relu_grad: {
+    case NodeType::bn_relu_grad:
+    case NodeType::fused_update: {
       std::string s = "fused[";
       for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
       return s + "]";
@@ -242,8 +243,8 @@ std::string node_label(const Node& node) {
 }
 
 bool has_side_effects(const Node& node) {
-  if (node.type != NodeType::op && node.type != NodeType::bn_relu) return false;
   if (node.type == NodeType::bn_relu) return node.attrs.training;
+  if (node.type != NodeType::op && node.type != NodeType::fused_update) return false;
   return ops::op_def(node.op).mutated_inputs != 0;
 }
 

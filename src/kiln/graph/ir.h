@@ -55,6 +55,7 @@ enum class NodeType : uint8_t {
   epilogue,           // conv2d/matmul (`op`) with `post_ops` folded in
   bn_relu,            // batch_norm + [residual add +] relu (forward)
   bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
+  fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`)
 };
 
 struct Node {

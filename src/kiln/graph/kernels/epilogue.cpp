@@ -219,6 +219,52 @@ bool matrix_ok(const Tensor& t) {
          (t.strides()[1] == 1 || t.strides()[0] == 1 || t.shape()[0] == 1 || t.shape()[1] == 1);
 }
 
+// fused[matmul,momentum_update]: v = μ·v + a·b in one matmul (sum post-op), then
+// v += wd·p and p -= lr·v in one pass — momentum_update's arithmetic with g = a·b never stored.
+class MatmulMomentum : public DnnlEpilogue {
+ public:
+  MatmulMomentum(const Node& node, std::span<const Tensor> in)
+      : param_(in[0]), velocity_(in[2]), lr_(in[3]), weight_decay_(float(node.attrs.weight_decay)) {
+    const Tensor &a = in[1], &b = in[4];
+    if (!matrix_ok(a) || !matrix_ok(b) || !param_.is_contiguous() || !velocity_.is_contiguous() ||
+        velocity_.shape() != param_.shape()) {
+      throw Error(node_label(node) + ": operands " + describe(a) + ", " + describe(b) +
+                  " and state " + describe(velocity_) + " cannot run as one fused update");
+    }
+    auto src = operand_desc(a, node.attrs.transpose_a);
+    auto wei = operand_desc(b, node.attrs.transpose_b);
+    auto dst = desc_of(velocity_, "matmul");
+    dnnl::primitive_attr attr = scratchpad_attr();
+    dnnl::post_ops po;
+    po.append_sum(float(node.attrs.momentum));
+    attr.set_post_ops(po);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, engine());
+    prim_ = dnnl::matmul(pd);
+    bind(DNNL_ARG_SRC, src, a);
+    bind(DNNL_ARG_WEIGHTS, wei, b);
+    bind(DNNL_ARG_DST, dst, velocity_);
+    bind_scratch(pd);
+  }
+
+  void run(std::span<const Tensor> in, std::span<Tensor> out) override {
+    DnnlEpilogue::run(in, out);
+    float* p = param_.data<float>();
+    float* v = velocity_.data<float>();
+    const float lr = lr_.item<float>(), wd = weight_decay_;
+    const int64_t n = param_.numel();
+#pragma omp parallel for simd schedule(static) if (n >= 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const float vi = v[i] + wd * p[i];
+      v[i] = vi;
+      p[i] -= lr * vi;
+    }
+  }
+
+ private:
+  Tensor param_, velocity_, lr_;
+  float weight_decay_;
+};
+
 }  // namespace
 
 bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
@@ -247,6 +293,12 @@ std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
   }
   if (node.op == ops::OpKind::conv2d) return std::make_shared<ConvEpilogue>(node, inputs, outputs);
   return std::make_shared<MatmulEpilogue>(node, inputs, outputs);
+}
+
+std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,
+                                                           std::span<const Tensor> inputs,
+                                                           std::span<const Tensor>) {
+  return std::make_shared<MatmulMomentum>(node, inputs);
 }
 
 }  // namespace kiln::graph

@@ -29,6 +29,9 @@ int fuse_epilogues(Graph& graph);
 int fuse_reductions(Graph& graph);
 // (d) batch_norm + [residual add +] relu forward, relu_grad + batch_norm_grad backward.
 int fuse_bn_relu(Graph& graph);
+// (e) A weight gradient made by a matmul and applied by momentum SGD: the product accumulates
+// into the velocity, the gradient is never materialized (fuse_matmul_momentum.cpp).
+int fuse_matmul_momentum(Graph& graph);
 
 // Moves each optimizer update to just after its gradient (and the parameter's last earlier
 // reader), so gradients die early. Renumbers nodes (Graph::reorder).

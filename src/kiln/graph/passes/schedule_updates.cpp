@@ -7,7 +7,7 @@
 namespace kiln::graph::passes {
 
 bool is_optimizer_update(const Node& n) {
-  return n.type == NodeType::op && !n.dead &&
+  return (n.type == NodeType::op || n.type == NodeType::fused_update) && !n.dead &&
          (n.op == ops::OpKind::sgd_update || n.op == ops::OpKind::momentum_update ||
           n.op == ops::OpKind::adam_update);
 }

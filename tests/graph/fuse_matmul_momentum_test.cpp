@@ -1,0 +1,83 @@
+// Fusion (e): a matmul's weight gradient accumulated straight into momentum SGD's velocity.
+#include "graph_test_util.h"
+
+namespace kiln::graph {
+namespace {
+using namespace testing;
+
+struct TrainedMlp {
+  std::vector<Tensor> params, velocities;
+  std::vector<float> losses;
+  int fused_nodes = 0;
+  int weight_shaped_values = 0;  // values some live node produces with a weight's shape
+};
+
+// The two-layer perceptron of graph_test_util.h trained 3 steps with momentum SGD.
+TrainedMlp train(bool fusion, double weight_decay, bool nesterov) {
+  std::vector<Tensor> params = mlp_params(12, 32, 5, 7);
+  std::vector<Tensor> velocities;
+  for (const Tensor& p : params) velocities.push_back(Tensor::zeros(p.shape()));
+  Tensor x = random_tensor({16, 12}, 8), labels = random_labels(16, 5, 9);
+  Tensor lr = Tensor::scalar(0.05);
+  Graph g;
+  {
+    Tracer tracer(g);
+    std::vector<std::pair<std::string, Tensor>> state;
+    for (size_t i = 0; i < params.size(); ++i) {
+      state.emplace_back("p" + std::to_string(i), params[i]);
+      state.emplace_back("v" + std::to_string(i), velocities[i]);
+    }
+    state.emplace_back("lr", lr);
+    tracer.bind_state(state);
+    Tensor tx = tracer.input(ops::meta_of(x), "x");
+    Tensor tl = tracer.input(ops::meta_of(labels), "labels");
+    Tensor loss = mlp_loss(params, tx, tl);
+    std::vector<Tensor> grads = gradients(tracer, loss, params);
+    for (size_t i = 0; i < params.size(); ++i) {
+      ops::momentum_update(params[i], grads[i], velocities[i], lr, 0.9, weight_decay, nesterov);
+    }
+    tracer.add_output(loss);
+    tracer.finish();
+  }
+  Executable exe(std::move(g), {.fusion = fusion});
+  TrainedMlp r;
+  for (int s = 0; s < 3; ++s)
+    r.losses.push_back(exe.run(std::vector<Tensor>{x, labels})[0].item<float>());
+  r.params = params;
+  r.velocities = velocities;
+  r.fused_nodes = count_nodes(exe.graph(), NodeType::fused_update);
+  for (NodeId n : exe.graph().schedule()) {
+    for (ValueId v : exe.graph().node(n).outputs) {
+      const Shape& shape = exe.graph().value(v).meta.shape;
+      r.weight_shaped_values += shape == params[0].shape() || shape == params[2].shape();
+    }
+  }
+  return r;
+}
+
+TEST(FuseMatmulMomentum, BothWeightGradientsFuseAndTrainingMatches) {
+  for (double wd : {0.0, 0.01}) {
+    TrainedMlp plain = train(false, wd, false), fused = train(true, wd, false);
+    EXPECT_EQ(plain.fused_nodes, 0);
+    EXPECT_EQ(fused.fused_nodes, 2)
+        << "the two weight matrices (biases come from a sum, not a matmul)";
+    for (size_t s = 0; s < plain.losses.size(); ++s) {
+      EXPECT_NEAR(fused.losses[s], plain.losses[s], 1e-6) << "step " << s << " wd " << wd;
+    }
+    expect_all_close(fused.params, plain.params, 1e-6, 1e-5, "parameters");
+    expect_all_close(fused.velocities, plain.velocities, 1e-6, 1e-5, "velocities");
+    // The weight gradients are never materialized.
+    EXPECT_EQ(plain.weight_shaped_values, 2);
+    EXPECT_EQ(fused.weight_shaped_values, 0);
+  }
+}
+
+// Nesterov needs the gradient itself after the velocity update: no fusion, same result.
+TEST(FuseMatmulMomentum, NesterovIsLeftAlone) {
+  TrainedMlp plain = train(false, 0.0, true), fused = train(true, 0.0, true);
+  EXPECT_EQ(fused.fused_nodes, 0);
+  expect_all_close(fused.params, plain.params, 1e-6, 1e-5, "parameters");
+}
+
+}  // namespace
+}  // namespace kiln::graph
