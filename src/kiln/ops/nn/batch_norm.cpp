@@ -197,23 +197,7 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
     }
     return run;
   });
-  r.set(DNNL_ARG_SRC, x.raw_data());
-  r.set(DNNL_ARG_DIFF_DST, dy.raw_data());
-  r.set(DNNL_ARG_DIFF_SRC, dx.raw_data());
-  r.set(DNNL_ARG_MEAN, mean.raw_data());
-  r.set(DNNL_ARG_VARIANCE, var.data());
-  r.set(DNNL_ARG_SCALE, gamma.raw_data());
-  // oneDNN 2.6 insists on a shift argument in backward though the gradients do not depend on
-  // it; gamma's memory (read-only, the right size) stands in.
-  r.set(DNNL_ARG_SHIFT, gamma.raw_data());
-  r.set(DNNL_ARG_DIFF_SCALE, out[1].raw_data());
-  r.set(DNNL_ARG_DIFF_SHIFT, out[2].raw_data());
-  r.run();
-}
-
-template <int FlopsPerElement>
-Cost bn_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
-  return {double(out[0].shape.numel()) * FlopsPerElement, nn::bytes_of(in) + nn::bytes_of(out)};
+  nn::run_normalization_backward(r, x, dy, dx.raw_data(), mean, var.data(), gamma, out[1], out[2]);
 }
 
 }  // namespace
@@ -230,7 +214,7 @@ const OpDef op_def_batch_norm = {
     .mutated_inputs = 0b11000,  // running_mean, running_var (in training)
     .amp = AmpClass::fp32,
     .f16_kernels = false,
-    .cost = bn_cost<5>,
+    .cost = nn::normalization_cost<5>,
 };
 
 const OpDef op_def_batch_norm_grad = {
@@ -242,7 +226,7 @@ const OpDef op_def_batch_norm_grad = {
     .no_grad_reason = "second-order gradients of batch_norm are not supported",
     .amp = AmpClass::fp32,
     .f16_kernels = false,
-    .cost = bn_cost<8>,
+    .cost = nn::normalization_cost<8>,
 };
 
 std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

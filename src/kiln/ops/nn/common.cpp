@@ -46,4 +46,21 @@ Tensor as_f32_row_major(const Tensor& t) {
   return out;
 }
 
+void run_normalization_backward(dnnl_util::Runner& r, const Tensor& x, const Tensor& dy, void* dx,
+                                const Tensor& mean, void* variance, const Tensor& gamma,
+                                Tensor& dgamma, Tensor& dbeta) {
+  r.set(DNNL_ARG_SRC, x.raw_data());
+  r.set(DNNL_ARG_DIFF_DST, dy.raw_data());
+  r.set(DNNL_ARG_DIFF_SRC, dx);
+  r.set(DNNL_ARG_MEAN, mean.raw_data());
+  r.set(DNNL_ARG_VARIANCE, variance);
+  r.set(DNNL_ARG_SCALE, gamma.raw_data());
+  // oneDNN 2.6 insists on a shift argument in backward though the gradients do not depend on
+  // it; gamma's memory (read-only, the right size) stands in.
+  r.set(DNNL_ARG_SHIFT, gamma.raw_data());
+  r.set(DNNL_ARG_DIFF_SCALE, dgamma.raw_data());
+  r.set(DNNL_ARG_DIFF_SHIFT, dbeta.raw_data());
+  r.run();
+}
+
 }  // namespace kiln::ops::nn

@@ -54,4 +54,18 @@ inline Tensor reduce_to(const Tensor& g, const Shape& shape) {
 // f32 view of a floating tensor's values in row-major order (a copy unless it already is one).
 Tensor as_f32_row_major(const Tensor& t);
 
+// Cost of a normalization op (batch/layer norm and their backward): FlopsPerElement per output
+// element, every input and output byte moved once.
+template <int FlopsPerElement>
+Cost normalization_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                        const Attrs&) {
+  return {double(out[0].shape.numel()) * FlopsPerElement, bytes_of(in) + bytes_of(out)};
+}
+
+// Points a oneDNN batch/layer normalization backward (use_scale | use_shift) at its data and
+// runs it: x, dy, the statistics and gamma in; dx, dgamma, dbeta out.
+void run_normalization_backward(dnnl_util::Runner& r, const Tensor& x, const Tensor& dy, void* dx,
+                                const Tensor& mean, void* variance, const Tensor& gamma,
+                                Tensor& dgamma, Tensor& dbeta);
+
 }  // namespace kiln::ops::nn

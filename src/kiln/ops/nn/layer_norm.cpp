@@ -139,23 +139,7 @@ void ln_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
     run.arg(DNNL_ARG_DIFF_SHIFT, vector_desc(rows.d));
     return run;
   });
-  r.set(DNNL_ARG_SRC, x.raw_data());
-  r.set(DNNL_ARG_DIFF_DST, dy.raw_data());
-  r.set(DNNL_ARG_DIFF_SRC, out[0].raw_data());
-  r.set(DNNL_ARG_MEAN, mean.raw_data());
-  r.set(DNNL_ARG_VARIANCE, pv);
-  r.set(DNNL_ARG_SCALE, gamma.raw_data());
-  // oneDNN 2.6 insists on a shift argument in backward though the gradients do not depend on
-  // it; gamma's memory (read-only, the right size) stands in.
-  r.set(DNNL_ARG_SHIFT, gamma.raw_data());
-  r.set(DNNL_ARG_DIFF_SCALE, out[1].raw_data());
-  r.set(DNNL_ARG_DIFF_SHIFT, out[2].raw_data());
-  r.run();
-}
-
-template <int FlopsPerElement>
-Cost ln_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
-  return {double(out[0].shape.numel()) * FlopsPerElement, nn::bytes_of(in) + nn::bytes_of(out)};
+  nn::run_normalization_backward(r, x, dy, out[0].raw_data(), mean, pv, gamma, out[1], out[2]);
 }
 
 }  // namespace
@@ -178,7 +162,7 @@ const OpDef op_def_layer_norm = {
     .saves_outputs = true,
     .amp = AmpClass::fp32,
     .f16_kernels = false,
-    .cost = ln_cost<5>,
+    .cost = nn::normalization_cost<5>,
 };
 
 const OpDef op_def_layer_norm_grad = {
@@ -190,7 +174,7 @@ const OpDef op_def_layer_norm_grad = {
     .no_grad_reason = "second-order gradients of layer_norm are not supported",
     .amp = AmpClass::fp32,
     .f16_kernels = false,
-    .cost = ln_cost<8>,
+    .cost = nn::normalization_cost<8>,
 };
 
 std::vector<Tensor> layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
