@@ -14,10 +14,7 @@ void expect_grads_match(const std::function<Tensor(const std::vector<Tensor>&, c
   Graph g;
   {
     Tracer tracer(g);
-    std::vector<std::pair<std::string, Tensor>> state;
-    for (size_t i = 0; i < params.size(); ++i)
-      state.emplace_back("p" + std::to_string(i), params[i]);
-    tracer.bind_state(state);
+    tracer.bind_state(numbered("p", params));
     Tensor tx = tracer.input(ops::meta_of(x), "x");
     std::vector<Tensor> grads = gradients(tracer, f(params, tx), params);
     for (const Tensor& gr : grads) tracer.add_output(gr);
@@ -93,9 +90,7 @@ TEST(GraphAutodiff, SeedIsReadEveryRun) {
   Graph g;
   {
     Tracer tracer(g);
-    std::vector<std::pair<std::string, Tensor>> state{{"seed", seed}};
-    for (size_t i = 0; i < p.size(); ++i) state.emplace_back("p" + std::to_string(i), p[i]);
-    tracer.bind_state(state);
+    tracer.bind_state(numbered("p", p, {{"seed", seed}}));
     Tensor tx = tracer.input(ops::meta_of(x), "x");
     for (const Tensor& gr : gradients(tracer, mlp_loss(p, tx, labels), p, seed)) {
       tracer.add_output(gr);

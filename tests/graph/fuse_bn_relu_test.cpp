@@ -126,9 +126,7 @@ TEST(FuseBnRelu, ResidualAddAndReluFuseIntoTheSecondBatchNorm) {
       Graph g;
       {
         Tracer tracer(g);
-        std::vector<std::pair<std::string, Tensor>> state;
-        for (size_t i = 0; i < p.size(); ++i) state.emplace_back("p" + std::to_string(i), p[i]);
-        tracer.bind_state(state);
+        tracer.bind_state(numbered("p", p));
         Tensor tx = tracer.input(ops::meta_of(x), "x");
         Tensor r1 = ops::relu(bn(p, 0, tx));
         Tensor y2 = bn(p, 1, r1);

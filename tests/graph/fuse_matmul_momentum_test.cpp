@@ -22,13 +22,7 @@ TrainedMlp train(bool fusion, double weight_decay, bool nesterov) {
   Graph g;
   {
     Tracer tracer(g);
-    std::vector<std::pair<std::string, Tensor>> state;
-    for (size_t i = 0; i < params.size(); ++i) {
-      state.emplace_back("p" + std::to_string(i), params[i]);
-      state.emplace_back("v" + std::to_string(i), velocities[i]);
-    }
-    state.emplace_back("lr", lr);
-    tracer.bind_state(state);
+    tracer.bind_state(numbered("p", params, numbered("v", velocities, {{"lr", lr}})));
     Tensor tx = tracer.input(ops::meta_of(x), "x");
     Tensor tl = tracer.input(ops::meta_of(labels), "labels");
     Tensor loss = mlp_loss(params, tx, tl);

@@ -55,16 +55,23 @@ inline float eager_step(const LossFn& f, std::vector<Tensor>& params, const Tens
   return loss.item<float>();
 }
 
+// Tensors named prefix0, prefix1, … for Tracer::bind_state, appended to `state`.
+inline std::vector<std::pair<std::string, Tensor>> numbered(
+    const std::string& prefix, const std::vector<Tensor>& tensors,
+    std::vector<std::pair<std::string, Tensor>> state = {}) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    state.emplace_back(prefix + std::to_string(i), tensors[i]);
+  }
+  return state;
+}
+
 // Traces forward + loss + backward + SGD update into one graph.
 inline Graph trace_step(const LossFn& f, std::vector<Tensor>& params, const Tensor& x,
                         const Tensor& labels, const Tensor& lr) {
   Graph g;
   {
     Tracer tracer(g);
-    std::vector<std::pair<std::string, Tensor>> state;
-    for (size_t i = 0; i < params.size(); ++i)
-      state.emplace_back("p" + std::to_string(i), params[i]);
-    tracer.bind_state(state);
+    tracer.bind_state(numbered("p", params));
     Tensor tx = tracer.input(ops::meta_of(x), "x");
     Tensor tl = tracer.input(ops::meta_of(labels), "labels");
     Tensor loss = f(params, tx, tl);
