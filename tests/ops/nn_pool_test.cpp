@@ -1,3 +1,4 @@
+#include "kiln/ops/kernels/max_pool_grad.h"
 #include "nn_reference.h"
 
 namespace kiln::testing {
@@ -169,6 +170,45 @@ TEST(NnPoolMaxGrad, NonOverlappingWindowsPickFirstMaximum) {
       EXPECT_EQ(dx.strides(), x.strides());
       expect_close(values_of(dx), max_grad_ref(xv, s, values_of(g), k), 0, 0,
                    cl ? "channels-last" : "contiguous");
+    }
+  }
+}
+
+// LeNet-sized channel counts (whole 16-lane blocks, a partial one, blocks straddling windows),
+// an odd width, a gradient laid out unlike x (the row-major one a flatten's reshape sends back),
+// bf16, and the relu mask graph mode fuses in: the one-pass kernel must match the reference
+// exactly. With the mask, a window whose maximum is <= 0 passes nothing.
+TEST(NnPoolMaxGrad, OnePassMatchesReferenceForManyChannelCounts) {
+  for (int64_t C : {1, 6, 16, 17, 40}) {
+    for (bool bf16 : {false, true}) {
+      for (bool relu_mask : {false, true}) {
+        for (bool gradient_channels_last : {false, true}) {
+          Shape s{3, C, 6, 9};
+          std::vector<double> xv = values_of(random_tensor(s, 20 + uint64_t(C)));
+          for (double& v : xv) v = std::round(v * 2.0) / 2.0;  // ties, zeros and negatives
+          std::vector<float> xf(xv.begin(), xv.end());
+          Tensor x = channels_last_copy(Tensor::from_vector(xf, s));
+          Tensor g = random_tensor({3, C, 3, 4}, 30 + uint64_t(C));
+          if (bf16) {
+            x = channels_last_copy(to_bf16(x));
+            g = to_bf16(g);
+          }
+          if (gradient_channels_last) g = channels_last_copy(g);
+          Tensor dx = Tensor::empty_like(x);
+          ASSERT_TRUE(ops::can_run_max_pool_grad_one_pass(g, x, dx, {2, 2}, {2, 2}, {0, 0}));
+          ops::max_pool_grad_one_pass(g, x, dx, {2, 2}, relu_mask);
+          std::vector<double> gv = values_of(g);
+          if (relu_mask) {
+            // Zero the gradient of every window whose maximum is <= 0.
+            Values y = pool_ref(values_of(x), s, {.kernel = {2, 2}, .stride = {2, 2}}, true);
+            for (size_t i = 0; i < gv.size(); ++i) gv[i] = y[i] > 0 ? gv[i] : 0.0;
+          }
+          expect_close(values_of(dx), max_grad_ref(values_of(x), s, gv, 2), 0, 0,
+                       "C=" + std::to_string(C) + (bf16 ? " bf16" : " f32") +
+                           (relu_mask ? " relu mask" : "") +
+                           (gradient_channels_last ? "" : " row-major gradient"));
+        }
+      }
     }
   }
 }

@@ -1,7 +1,18 @@
 #include "kiln/ops/kernels/max_pool_grad.h"
 
 #include <cstring>
+#include <limits>
 #include <type_traits>
+#include <vector>
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define KILN_POOL_GRAD_AVX512 1
+#endif
+
+// GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace kiln::ops {
 namespace {
@@ -51,6 +62,123 @@ void window_2x2(const T* __restrict a, const T* __restrict b, const T* __restric
 
 constexpr int64_t kMaxFastChannels = 1024;
 
+#if KILN_POOL_GRAD_AVX512
+// ---- 2×2 windows over whole channels-last rows, 16 lanes at a time.
+// A pair of input rows (h0, h0 + 1) is W·C contiguous elements each, and the windows tile it:
+// flat index i = w·C + c is in column w, whose window partner is C elements ahead (w even, the
+// window's left column) or behind (w odd). Vectorizing over i rather than over c keeps all 16
+// lanes busy when C is 6 or 16 (the per-window loop above runs C lanes, scalar for LeNet's 6).
+// Each lane replays window_2x2's compare order, so the winners and bits are the same.
+
+inline __m512 load16(const float* p, __mmask16 live) {
+  return _mm512_maskz_loadu_ps(live, p);
+}
+inline __m512 load16(const bf16_t* p, __mmask16 live) {
+  const __m256i h = _mm256_maskz_loadu_epi16(live, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline void store16(float* p, __mmask16 live, __m512 v) {
+  _mm512_mask_storeu_ps(p, live, v);
+}
+// Exact: every value stored is a bf16 gradient widened above, or zero.
+inline void store16(bf16_t* p, __mmask16 live, __m512 v) {
+  _mm512_mask_cvtepi32_storeu_epi16(p, live, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
+}
+// g[offset[j]] for the lanes in `live`, zero elsewhere.
+inline __m512 gather16(const float* g, const int32_t* offset, __mmask16 live) {
+  const __m512i idx = _mm512_maskz_loadu_epi32(live, offset);
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, idx, g, 4);
+}
+inline __m512 gather16(const bf16_t* g, const int32_t* offset, __mmask16 live) {
+  // No 16-bit gather exists (a 32-bit one could read past the tensor's end), so lanes gather
+  // one by one; bf16 pooling is rare enough.
+  alignas(64) float lanes[16];
+  for (int j = 0; j < 16; ++j) lanes[j] = (live >> j) & 1 ? bf16_to_float(g[offset[j]]) : 0.0f;
+  return _mm512_load_ps(lanes);
+}
+
+// What every row pair of one call shares: where each flat index's pooled gradient sits in a
+// gradient row (any gradient layout), and which lanes of each 16-block are left columns.
+struct RowPlan {
+  int64_t length = 0;  // elements per row that windows cover: 2·OW·C
+  std::vector<int32_t> gradient_offset;
+  std::vector<uint16_t> left_lanes;
+};
+
+// False when a gradient offset would not fit the gather's 32-bit indices.
+bool make_row_plan(int64_t C, int64_t OW, int64_t g1, int64_t g3, RowPlan& plan) {
+  plan.length = 2 * OW * C;
+  if ((C - 1) * g1 + (OW - 1) * g3 > std::numeric_limits<int32_t>::max()) return false;
+  plan.gradient_offset.resize(size_t(plan.length));
+  plan.left_lanes.assign(size_t((plan.length + 15) / 16), 0);
+  for (int64_t i = 0; i < plan.length; ++i) {
+    const int64_t column = i / C, channel = i % C;
+    plan.gradient_offset[size_t(i)] = int32_t(channel * g1 + (column / 2) * g3);
+    if (column % 2 == 0) plan.left_lanes[size_t(i / 16)] |= uint16_t(1u << (i % 16));
+  }
+  return true;
+}
+
+template <class T>
+void row_pair_2x2(const T* r0, const T* r1, const T* g, T* d0, T* d1, int64_t C,
+                  const RowPlan& plan, bool mask) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t i = 0; i < plan.length; i += 16) {
+    const int64_t rest = plan.length - i;
+    const __mmask16 live = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
+    const __mmask16 left = plan.left_lanes[size_t(i / 16)] & live, right = ~left & live;
+    // Left lanes load their partners C ahead, right lanes C behind; masked-off lanes are not
+    // read, so the loads never leave the row.
+    const __m512 x0 = load16(r0 + i, live), x1 = load16(r1 + i, live);
+    const __m512 ahead0 = load16(r0 + i + C, left), ahead1 = load16(r1 + i + C, left);
+    const __m512 behind0 = load16(r0 + i - C, right), behind1 = load16(r1 + i - C, right);
+    const __m512 a = _mm512_mask_blend_ps(left, behind0, x0);
+    const __m512 b = _mm512_mask_blend_ps(left, x0, ahead0);
+    const __m512 c = _mm512_mask_blend_ps(left, behind1, x1);
+    const __m512 d = _mm512_mask_blend_ps(left, x1, ahead1);
+    const __mmask16 pb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
+    const __m512 m1 = _mm512_mask_blend_ps(pb, a, b);
+    const __mmask16 pc = _mm512_cmp_ps_mask(c, m1, _CMP_GT_OQ);
+    const __m512 m2 = _mm512_mask_blend_ps(pc, m1, c);
+    const __mmask16 pd = _mm512_cmp_ps_mask(d, m2, _CMP_GT_OQ);
+    __mmask16 pass = live;
+    if (mask) pass &= _mm512_cmp_ps_mask(_mm512_mask_blend_ps(pd, m2, d), zero, _CMP_GT_OQ);
+    const __m512 gv = gather16(g, plan.gradient_offset.data() + i, pass);
+    const __mmask16 win_a = ~(pb | pc | pd), win_b = pb & ~pc & ~pd, win_c = pc & ~pd, win_d = pd;
+    store16(d0 + i, live, _mm512_maskz_mov_ps((left & win_a) | (right & win_b), gv));
+    store16(d1 + i, live, _mm512_maskz_mov_ps((left & win_c) | (right & win_d), gv));
+  }
+}
+
+// The row-pair path, when x and dx rows are dense channels-last; false if it does not apply.
+template <class T>
+bool rows_2x2(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, bool mask) {
+  const Shape& s = x_t.shape();
+  const int64_t N = s[0], C = s[1];
+  const int64_t OH = dy_t.shape()[2], OW = dy_t.shape()[3];
+  const auto& xs = x_t.strides();
+  const auto& gs = dy_t.strides();
+  const auto& ds = dx_t.strides();
+  if (xs[1] != 1 || xs[3] != C || ds[1] != 1 || ds[3] != C) return false;
+  thread_local RowPlan plan;
+  if (!make_row_plan(C, OW, gs[1], gs[3], plan)) return false;
+  const T* x = x_t.data<T>();
+  const T* dy = dy_t.data<T>();
+  T* dx = dx_t.data<T>();
+  const RowPlan& shared_plan = plan;
+#pragma omp parallel for collapse(2) schedule(static) if (dx_t.numel() > 32768)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const T* r0 = x + n * xs[0] + 2 * oh * xs[2];
+      T* d0 = dx + n * ds[0] + 2 * oh * ds[2];
+      row_pair_2x2(r0, r0 + xs[2], dy + n * gs[0] + oh * gs[2], d0, d0 + ds[2], C, shared_plan,
+                   mask);
+    }
+  }
+  return true;
+}
+#endif
+
 template <class T>
 void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<int64_t, 2> kernel,
               bool relu_mask);
@@ -92,6 +220,9 @@ void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<in
                 d3 = dx_t.strides()[3];
   // Rows and columns no window covers get zero gradient.
   if (OH * KH != H || OW * KW != W) std::memset(dx, 0, dx_t.nbytes());
+#if KILN_POOL_GRAD_AVX512
+  if (KH == 2 && KW == 2 && rows_2x2<T>(dy_t, x_t, dx_t, relu_mask)) return;
+#endif
   const bool fast = KH == 2 && KW == 2 && x1 == 1 && d1 == 1 && C <= kMaxFastChannels;
   const bool mask = relu_mask;
 #pragma omp parallel for collapse(2) schedule(static) if (dx_t.numel() > 32768)
@@ -142,3 +273,5 @@ void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<in
 }  // namespace
 
 }  // namespace kiln::ops
+
+#pragma GCC diagnostic pop
