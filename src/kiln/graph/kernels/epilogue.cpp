@@ -10,6 +10,7 @@
 #include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
 #include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/optimizer/common.h"
 
 namespace kiln::graph {
 namespace {
@@ -252,7 +253,7 @@ class MatmulMomentum : public DnnlEpilogue {
     float* v = velocity_.data<float>();
     const float lr = lr_.item<float>(), wd = weight_decay_;
     const int64_t n = param_.numel();
-#pragma omp parallel for simd schedule(static) if (n >= 65536)
+#pragma omp parallel for simd schedule(static) if (n >= ops::optimizer::kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
       const float vi = v[i] + wd * p[i];
       v[i] = vi;
