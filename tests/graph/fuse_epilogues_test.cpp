@@ -41,6 +41,39 @@ TEST(FuseEpilogues, ConvBiasRelu) {
   EXPECT_EQ(e->post_ops, (std::vector<PostOp>{PostOp::relu}));
 }
 
+// One input channel (LeNet's first layer): the fused conv + relu runs the hand-written
+// single-channel kernel (kernels/single_channel_conv.cpp); it must match a plain loop.
+TEST(FuseEpilogues, SingleInputChannelConvBiasReluMatchesPlainLoop) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::relu(ops::conv2d(in[0], in[1], in[2], {.padding = {2, 2}}))};
+  };
+  const int64_t N = 3, O = 6, H = 11, W = 13, K = 5, P = 2;
+  std::vector<Tensor> in{random_tensor({N, 1, H, W}, 4), random_tensor({O, 1, K, K}, 5),
+                         random_tensor({O}, 6)};
+  Compiled c = expect_fused_matches(fn, in, 1e-5, 1e-4);
+  const Node* e = only_epilogue(c.exe->graph());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->post_ops, (std::vector<PostOp>{PostOp::relu}));
+  const float *x = in[0].data<float>(), *w = in[1].data<float>(), *b = in[2].data<float>();
+  const Tensor& y = c.outputs[0];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+          double acc = b[o];
+          for (int64_t kh = 0; kh < K; ++kh)
+            for (int64_t kw = 0; kw < K; ++kw) {
+              const int64_t r = i + kh - P, s = j + kw - P;
+              if (r >= 0 && r < H && s >= 0 && s < W) {
+                acc += double(x[(n * H + r) * W + s]) * double(w[(o * K + kh) * K + kw]);
+              }
+            }
+          const float got = y.data<float>()[n * y.strides()[0] + o * y.strides()[1] +
+                                            i * y.strides()[2] + j * y.strides()[3]];
+          ASSERT_NEAR(got, std::max(acc, 0.0), 1e-4) << n << " " << o << " " << i << " " << j;
+        }
+}
+
 TEST(FuseEpilogues, ConvResidualAddRelu) {
   GraphFn fn = [](const std::vector<Tensor>& in) {
     Tensor shortcut = ops::conv2d(in[0], in[2], Tensor(), {});  // 1x1, channels-last

@@ -112,6 +112,28 @@ TEST(NnConvBf16, MatchesF32WithinBf16Tolerance) {
   }
 }
 
+// The bias gradient comes from a separate channel sum while the output gradient is small (a few
+// MiB) and from oneDNN's backward-weights kernel above that (ops/nn/conv.cpp): both must be the
+// channel sums, for gradients arriving contiguous or channels-last.
+TEST(NnConvBiasGradient, IsTheChannelSumOnBothPaths) {
+  for (ConvRef g : {ConvRef{.n = 4, .c = 3, .h = 12, .w = 12, .o = 6, .kh = 5, .kw = 5},
+                    ConvRef{.n = 8, .c = 2, .h = 50, .w = 50, .o = 64, .kh = 3, .kw = 3}}) {
+    for (bool channels_last : {false, true}) {
+      Tensor dy = random_tensor(g.y_shape(), 45), x = random_tensor(g.x_shape(), 46);
+      Values dyv = values_of(dy), db(static_cast<size_t>(g.o), 0.0);
+      const int64_t plane = g.oh() * g.ow();
+      for (size_t i = 0; i < dyv.size(); ++i) db[size_t(int64_t(i) / plane % g.o)] += dyv[i];
+      if (channels_last) dy = channels_last_copy(dy);
+      std::vector<Tensor> grads =
+          ops::conv2d_backward_weights(dy, x, g.w_shape(), true, g.options());
+      std::string name = g.y_shape().str() + (channels_last ? " channels-last" : " contiguous");
+      expect_close(values_of(grads[1]), db, 1e-4, 1e-4, name + " bias gradient");
+      expect_close(values_of(grads[0]), g.backward_weights(dyv, values_of(x)), 1e-4, 1e-3,
+                   name + " weight gradient");
+    }
+  }
+}
+
 // 3x3 stride-1 convolutions with >= 64 channels run Winograd on activations staged through
 // oneDNN's blocked layout (ops/nn/conv.cpp): forward and both backward ops, with and without
 // padding, must match the plain reference like the direct kernel does.

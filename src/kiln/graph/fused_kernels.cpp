@@ -15,6 +15,9 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
         }
         return make_max_pool_grad_kernel(node, inputs, outputs);
       }
+      if (can_run_single_channel_conv(node, inputs, outputs)) {
+        return make_single_channel_conv_kernel(node, inputs, outputs);
+      }
       return make_epilogue_kernel(node, inputs, outputs);
     case NodeType::bn_relu:
     case NodeType::bn_relu_grad:

@@ -44,6 +44,14 @@ std::shared_ptr<SpecialKernel> make_max_pool_grad_kernel(const Node& node,
                                                          std::span<const Tensor> inputs,
                                                          std::span<const Tensor> outputs);
 
+// conv2d with one input channel, plain or + relu, on the op's hand-written kernel (see
+// kernels/single_channel_conv.cpp).
+bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> inputs,
+                                 std::span<const Tensor> outputs);
+std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,
+                                                               std::span<const Tensor> inputs,
+                                                               std::span<const Tensor> outputs);
+
 // Per-type factories (one file each).
 // fused_update: inputs param, a, velocity, lr, b (kernels/epilogue.cpp).
 std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,

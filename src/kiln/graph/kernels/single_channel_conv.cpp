@@ -1,0 +1,55 @@
+// conv2d with one input channel, plain or with a relu fused in, as a graph kernel: the op's
+// hand-written kernel (ops/kernels/conv_single_channel.h, 2–4× faster than oneDNN there) bound
+// once to its tensors, so the fused conv + relu of LeNet's first layer keeps that speed.
+#include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/kernels/conv_single_channel.h"
+
+namespace kiln::graph {
+namespace {
+
+bool only_relu(const Node& node) {
+  for (PostOp p : node.post_ops) {
+    if (p != PostOp::relu) return false;
+  }
+  return true;
+}
+
+class SingleChannelConv : public SpecialKernel {
+ public:
+  SingleChannelConv(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
+      : x_(in[0]),
+        w_(in[1]),
+        bias_(in.size() > 2 ? in[2] : Tensor()),
+        y_(out[0]),
+        relu_(!node.post_ops.empty()) {}
+
+  void run(std::span<const Tensor>, std::span<Tensor>) override {
+    ops::single_channel_conv_forward(x_, w_, bias_.defined() ? &bias_ : nullptr, relu_, y_);
+  }
+
+ private:
+  Tensor x_, w_, bias_, y_;
+  bool relu_;
+};
+
+}  // namespace
+
+bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> in,
+                                 std::span<const Tensor> out) {
+  if (node.op != ops::OpKind::conv2d || in.size() < 2 || in.size() > 3 || !only_relu(node) ||
+      (node.type != NodeType::op && node.type != NodeType::epilogue)) {
+    return false;
+  }
+  const bool bias_ok =
+      in.size() == 2 || !in[2].defined() || (in[2].dtype() == DType::f32 && in[2].is_contiguous());
+  return bias_ok && in[1].is_contiguous() && out[0].is_channels_last() &&
+         ops::can_run_single_channel_conv(in[0], in[1].shape(), node.attrs);
+}
+
+std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,
+                                                               std::span<const Tensor> inputs,
+                                                               std::span<const Tensor> outputs) {
+  return std::make_shared<SingleChannelConv>(node, inputs, outputs);
+}
+
+}  // namespace kiln::graph
