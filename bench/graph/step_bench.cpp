@@ -1,12 +1,15 @@
 // Training-step throughput of one model in one mode, for side-by-side runs:
 //   kiln_graph_step_bench <lenet|resnet20|mlp> <batch> <eager|graph> <fusion on|off> [steps]
 //                         [--amp-level O0|O1|O2|O3]
-// Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS.
+// Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS,
+// and step RSS: how far the process's peak RSS rose above its RSS just before the first step
+// (model, parameters, optimizer state, data and libraries already resident, in both modes).
 // Run each configuration in its own process so the peak-memory numbers are its own.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <string>
 
 #include "kiln/amp/autocast.h"
@@ -27,6 +30,15 @@ double g_op_ns[ops::kNumOps];
 void on_kernel(ops::OpKind k, std::span<const Tensor>, std::span<const Tensor>, int64_t b,
                int64_t e) {
   g_op_ns[size_t(k)] += double(e - b);
+}
+// Resident set size now, in MiB (VmRSS of /proc/self/status).
+double current_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  }
+  return 0.0;
 }
 }  // namespace
 
@@ -59,9 +71,10 @@ int main(int argc, char** argv) {
   Tensor y = Tensor::from_vector(lv, Shape{batch});
   std::vector<Tensor> params = net->trainable_params();
 
-  const char* dump_dir = std::getenv("KILN_DUMP_DIR");
-  train::CompiledTrainStep step(
-      *net, loss, opt, {.fusion = fusion, .dump_dir = dump_dir ? dump_dir : ""}, amp_config);
+  graph::CompileOptions options;
+  options.fusion = fusion;
+  if (const char* dump_dir = std::getenv("KILN_DUMP_DIR")) options.dump_dir = dump_dir;
+  train::CompiledTrainStep step(*net, loss, opt, options, amp_config);
   step.set_verbose(false);
   auto run_step = [&]() -> float {
     if (graph_mode) return step.run(x, y).item<float>();
@@ -78,6 +91,7 @@ int main(int argc, char** argv) {
     return l.item<float>();
   };
   if (std::getenv("KILN_EAGER_PROFILE")) ops::hooks().on_kernel = on_kernel;
+  const double rss_before_steps = current_rss_mib();
   auto t0 = std::chrono::steady_clock::now();
   float first = run_step();
   double first_ms =
@@ -99,10 +113,12 @@ int main(int argc, char** argv) {
       "{\"model\":\"%s\",\"batch\":%lld,\"mode\":\"%s\",\"fusion\":%s,\"images_per_sec\":%.1f,"
       "\"step_ms\":%.3f,\"cpu_ms_per_step\":%.3f,\"first_step_ms\":%.1f,\"compile_ms\":%.1f,\"plan_"
       "peak_mib\":%.2f,"
-      "\"alloc_peak_mib\":%.2f,\"peak_rss_mib\":%.1f,\"loss_first\":%.4f,\"loss_last\":%.4f}\n",
+      "\"alloc_peak_mib\":%.2f,\"peak_rss_mib\":%.1f,\"step_rss_mib\":%.1f,\"loss_first\":%.4f,"
+      "\"loss_last\":%.4f}\n",
       model.c_str(), (long long)batch, graph_mode ? "graph" : "eager", fusion ? "true" : "false",
       double(batch) * steps / (ms / 1000.0), ms / steps, cpu_ms / steps, first_ms, compile_ms,
-      double(arena) / 1048576.0, double(st.peak_bytes) / 1048576.0, peak_rss_mb(), first, last);
+      double(arena) / 1048576.0, double(st.peak_bytes) / 1048576.0, peak_rss_mb(),
+      peak_rss_mb() - rss_before_steps, first, last);
   if (ops::hooks().on_kernel) {
     for (size_t k = 0; k < ops::kNumOps; ++k) {
       if (g_op_ns[k] > 0) {
