@@ -138,6 +138,41 @@ TEST(CompiledTrainStep, RecompilesOnceForANewBatchShape) {
   EXPECT_EQ(t.opt->global_step(), 5);
 }
 
+// Evaluation in graph mode: a compiled forward (eval mode: BatchNorm on its running
+// statistics) must give eager's logits and loss, leave parameters, running statistics and the
+// optimizer alone, not count as a training compile, and share the training step's arena.
+TEST(CompiledTrainStep, EvaluateMatchesEagerForwardInEvalMode) {
+  Trainer t("resnet20");
+  CompiledTrainStep step(*t.net, t.loss, *t.opt, {.fusion = true});
+  step.set_verbose(false);
+  for (uint64_t i = 0; i < 2; ++i) step.run(batch_images(4, i), batch_labels(4, i));
+  const int64_t arena_after_training = step.report().arena_bytes;
+  std::vector<std::vector<float>> state_before;
+  for (auto& [name, s] : t.net->state_and_names()) state_before.push_back(s.to_vector<float>());
+  t.net->set_train(false);
+  for (int64_t batch : {4, 3}) {  // a full and a last, partial batch
+    Tensor x = batch_images(batch, 7), y = batch_labels(batch, 7);
+    auto [logits, loss] = step.evaluate(x, y);
+    Tensor eager_logits = t.net->construct(x);
+    float eager_loss = t.loss(eager_logits, y).item<float>();
+    std::vector<float> a = logits.to_vector<float>(), b = eager_logits.to_vector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-4) << "logit " << k;
+    EXPECT_NEAR(loss.item<float>(), eager_loss, 1e-5);
+  }
+  t.net->set_train(true);
+  size_t i = 0;
+  for (auto& [name, s] : t.net->state_and_names()) {
+    EXPECT_EQ(s.to_vector<float>(), state_before[i++]) << name << " changed by evaluate";
+  }
+  EXPECT_EQ(step.compiles(), 1);
+  EXPECT_EQ(t.opt->global_step(), 2);
+  EXPECT_GT(arena_after_training, 0);
+  step.run(batch_images(4, 9), batch_labels(4, 9));  // the training graph again, same arena
+  EXPECT_EQ(step.compiles(), 1);
+  EXPECT_EQ(step.report().arena_bytes, arena_after_training);
+}
+
 TEST(CompiledTrainStep, CompilesResNet20FastWithPlanSmallerThanSeparateBuffers) {
   Trainer t("resnet20");
   CompiledTrainStep step(*t.net, t.loss, *t.opt, {.fusion = true});

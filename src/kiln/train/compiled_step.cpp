@@ -15,7 +15,7 @@ namespace kiln::train {
 namespace {
 
 // Keeps the number of live graphs (and their launch lists) bounded if shapes keep changing.
-constexpr size_t kMaxGraphs = 4;
+constexpr size_t kMaxGraphs = 6;
 
 std::string shapes_str(const Tensor& a, const Tensor& b) {
   return describe(a) + ", " + describe(b);
@@ -50,7 +50,8 @@ CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::O
 
 CompiledTrainStep::~CompiledTrainStep() = default;
 
-graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor& labels) {
+graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor& labels,
+                                              bool evaluation) {
   auto t0 = std::chrono::steady_clock::now();
   graph::Graph g;
   {
@@ -72,10 +73,11 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     tracer.bind_state(state);
     Tensor x = tracer.input(ops::meta_of(images), "images");
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
-    Tensor loss;
+    Tensor logits, loss;
     {
       amp::AutocastScope autocast(amp_);
-      loss = loss_(net_(x), y);
+      logits = net_(x);
+      loss = loss_(logits, y);
     }
     if (!loss.is_traced()) {
       throw Error("graph mode: the loss does not depend on the input batch");
@@ -84,7 +86,10 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
       throw Error("graph mode: the loss is " + describe(loss) +
                   ", not a scalar (use a loss with reduction \"mean\" or \"sum\")");
     }
-    if (!loss_scale_) {
+    if (evaluation) {
+      tracer.add_output(logits);
+      tracer.add_output(loss);
+    } else if (!loss_scale_) {
       opt_.apply(graph::gradients(tracer, loss, opt_.parameters()));
       tracer.add_output(loss);
     } else {
@@ -95,19 +100,30 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   double trace_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   graph::CompileOptions o = options_;
-  if (compiles_ > 0) o.dump_name += "_" + std::to_string(compiles_);
-  o.updates_last = loss_scale_ != nullptr;
+  if (evaluation) {
+    o.dump_name = "eval_" + std::to_string(eval_compiles_);
+  } else if (compiles_ > 0) {
+    o.dump_name += "_" + std::to_string(compiles_);
+  }
+  o.updates_last = loss_scale_ != nullptr && !evaluation;
   auto exe = std::make_unique<graph::Executable>(std::move(g), o);
   exe->report().trace_ms = trace_ms;
   if (verbose_) {
-    std::fprintf(stderr, "kiln graph mode: %s%s for inputs %s: %s\n",
-                 compiles_ == 0 ? "compiled the training step" : "input shapes changed, recompiled",
-                 loss_scale_ ? " (loss scaled, updates after the overflow check)" : "",
-                 shapes_str(images, labels).c_str(), exe->report().str().c_str());
+    const char* what = evaluation       ? "compiled the evaluation forward"
+                       : compiles_ == 0 ? "compiled the training step"
+                                        : "input shapes changed, recompiled";
+    std::fprintf(
+        stderr, "kiln graph mode: %s%s for inputs %s: %s\n", what,
+        loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
+        shapes_str(images, labels).c_str(), exe->report().str().c_str());
   }
-  ++compiles_;
-  if (compiled_.size() >= kMaxGraphs) compiled_.erase(compiled_.begin());
-  compiled_.push_back({net_.training(), std::move(exe)});
+  ++(evaluation ? eval_compiles_ : compiles_);
+  if (compiled_.size() >= kMaxGraphs) {
+    if (compiled_.front().exe.get() == current_) current_ = nullptr;
+    if (compiled_.front().exe.get() == current_eval_) current_eval_ = nullptr;
+    compiled_.erase(compiled_.begin());
+  }
+  compiled_.push_back({net_.training(), evaluation, std::move(exe)});
   return *compiled_.back().exe;
 }
 
@@ -116,10 +132,12 @@ Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   if (!current_ || !current_->accepts(inputs) || current_training_ != net_.training()) {
     current_ = nullptr;
     for (auto& c : compiled_) {
-      if (c.training == net_.training() && c.exe->accepts(inputs)) current_ = c.exe.get();
+      if (!c.evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
+        current_ = c.exe.get();
+      }
     }
     current_training_ = net_.training();
-    if (!current_) current_ = &compile(images, labels);
+    if (!current_) current_ = &compile(images, labels, false);
   }
   opt_.prepare_step();
   if (!loss_scale_) {
@@ -137,6 +155,22 @@ Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   if (!last_skipped_) current_->run_updates();
   opt_.advance();
   return out[0];
+}
+
+std::pair<Tensor, Tensor> CompiledTrainStep::evaluate(const Tensor& images, const Tensor& labels) {
+  std::vector<Tensor> inputs{images, labels};
+  if (!current_eval_ || !current_eval_->accepts(inputs) || eval_training_ != net_.training()) {
+    current_eval_ = nullptr;
+    for (auto& c : compiled_) {
+      if (c.evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
+        current_eval_ = c.exe.get();
+      }
+    }
+    eval_training_ = net_.training();
+    if (!current_eval_) current_eval_ = &compile(images, labels, true);
+  }
+  std::vector<Tensor> out = current_eval_->run(inputs);
+  return {out[0], out[1]};
 }
 
 void CompiledTrainStep::trace_scaled_backward_and_update(graph::Tracer& tracer,

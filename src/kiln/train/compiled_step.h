@@ -17,6 +17,7 @@
 // and its inverse live in state scalars written before each step: a changing dynamic scale
 // never recompiles.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kiln/amp/level.h"
@@ -46,6 +47,11 @@ class CompiledTrainStep {
   // Calls the optimizer's prepare_step() before and advance() after, as Optimizer::step() does
   // (also for a step skipped by loss scaling, as eager does).
   Tensor run(const Tensor& images, const Tensor& labels);
+  // Forward and loss only, for evaluation: the network in its current mode (eval, under
+  // Model::eval), no gradients or updates. Compiled once per input shape into the training step's
+  // arena, so evaluating in graph mode adds no memory of its own. Returns {logits, loss}.
+  std::pair<Tensor, Tensor> evaluate(const Tensor& images, const Tensor& labels);
+
   // Whether the last run's update was skipped because its scaled gradients overflowed.
   bool last_step_skipped() const { return last_skipped_; }
 
@@ -60,7 +66,7 @@ class CompiledTrainStep {
   void set_verbose(bool on) { verbose_ = on; }
 
  private:
-  graph::Executable& compile(const Tensor& images, const Tensor& labels);
+  graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
   void trace_scaled_backward_and_update(graph::Tracer& tracer, const Tensor& loss);
 
   nn::Cell& net_;
@@ -69,13 +75,17 @@ class CompiledTrainStep {
   graph::CompileOptions options_;
   amp::AmpConfig amp_;
   struct Compiled {
-    bool training;  // the network's mode when traced (BatchNorm, dropout behave differently)
+    bool training;    // the network's mode when traced (BatchNorm, dropout behave differently)
+    bool evaluation;  // forward and loss only (evaluate), not a training step
     std::unique_ptr<graph::Executable> exe;
   };
   std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
   graph::Executable* current_ = nullptr;
   bool current_training_ = true;
-  int compiles_ = 0;
+  graph::Executable* current_eval_ = nullptr;
+  bool eval_training_ = false;
+  int compiles_ = 0;       // training graphs
+  int eval_compiles_ = 0;  // evaluation graphs
   bool verbose_ = true;
   amp::LossScaleManager* loss_scale_;
   Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step

@@ -214,12 +214,23 @@ std::map<std::string, double> Model::eval(const dataset::Dataset& dataset,
   if (need_loss && !loss_fn_) throw Error("Model.eval: the loss metric needs a loss function");
   TrainModeGuard mode(*network_, false);
   NoGradGuard no_grad;
+  // In graph mode, once a training step is compiled, evaluation runs compiled forwards in the
+  // step's arena (no eager allocations next to the plan).
+  const bool graph = get_context().mode == GRAPH_MODE && compiled_ && loss_fn_;
   dataset::TupleIterator it = dataset.create_tuple_iterator({.num_epochs = 1});
   std::vector<Tensor> row;
   while (it.next(row)) {
     check_row(row, "eval");
-    Tensor logits = network_->construct(row[0]);
-    float loss = need_loss ? scalar_loss(loss_fn_->construct(logits, row[1])) : 0.f;
+    Tensor logits;
+    float loss = 0.f;
+    if (graph) {
+      auto [graph_logits, graph_loss] = compiled_->evaluate(row[0], row[1]);
+      logits = graph_logits;
+      loss = scalar_loss(graph_loss);
+    } else {
+      logits = network_->construct(row[0]);
+      if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, row[1]));
+    }
     for (auto& [n, m] : ms) m->update(logits, row[1], loss);
   }
   std::map<std::string, double> result;
