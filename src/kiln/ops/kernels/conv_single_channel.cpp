@@ -19,6 +19,7 @@
 #endif
 
 #include "kiln/core/error.h"
+#include "kiln/ops/kernels/conv_geometry.h"
 
 // How it works. With one input channel an output row of y (channels-last: OW*O floats, flat index
 // j = ow*O + o) is a sum over taps (kh, kw) of w[o, kh, kw] * xpad[oh + kh, ow + kw]. Each padded
@@ -48,14 +49,11 @@ namespace kiln::ops {
 
 #if defined(__AVX512F__)
 namespace {
+using namespace conv_geometry;
 
 constexpr int64_t kMaxOutChannels = 64;
 constexpr int64_t kMaxTaps = 121;
 constexpr int64_t kLanes = 16;
-
-int64_t round_up(int64_t v, int64_t m) {
-  return (v + m - 1) / m * m;
-}
 
 struct Geometry {
   int64_t n, h, w, o, kh, kw, ph, pw, oh, ow;
@@ -75,32 +73,8 @@ struct Geometry {
   }
 };
 
-// Whether every dimension of extent > 1 has the expected stride.
-bool strides_are(const Tensor& t, const std::array<int64_t, 4>& expected) {
-  if (t.rank() != 4) return false;
-  for (int d = 0; d < 4; ++d) {
-    if (t.dim(d) > 1 && t.strides()[size_t(d)] != expected[size_t(d)]) return false;
-  }
-  return true;
-}
-
 bool x_is_dense(const Tensor& x) {
   return strides_are(x, {x.dim(2) * x.dim(3), 1, x.dim(3), 1});
-}
-
-bool is_dense_nhwc(const Tensor& t) {
-  int64_t o = t.dim(1), oh = t.dim(2), ow = t.dim(3);
-  return strides_are(t, {oh * ow * o, 1, ow * o, o});
-}
-
-// Padding from the shapes (stride 1): out = in + 2*pad - k + 1.
-int64_t implied_padding(int64_t in, int64_t k, int64_t out, const char* what) {
-  int64_t twice = out - in + k - 1;
-  if (twice < 0 || twice % 2 != 0) {
-    throw ShapeError(detail::concat("single_channel_conv: ", what, " extents in ", in, ", kernel ",
-                                    k, ", out ", out, " match no stride-1 padding"));
-  }
-  return twice / 2;
 }
 
 Geometry geometry(const Tensor& x, const Shape& w, const Shape& y, const char* op) {
@@ -112,8 +86,8 @@ Geometry geometry(const Tensor& x, const Shape& w, const Shape& y, const char* o
   }
   if (!x_is_dense(x)) throw Error(detail::concat(op, ": x ", describe(x), " is not dense"));
   Geometry g{x.dim(0), x.dim(2), x.dim(3), w[0], w[2], w[3], 0, 0, y[2], y[3]};
-  g.ph = implied_padding(g.h, g.kh, g.oh, "height");
-  g.pw = implied_padding(g.w, g.kw, g.ow, "width");
+  g.ph = implied_padding("single_channel_conv", g.h, g.kh, g.oh, "height");
+  g.pw = implied_padding("single_channel_conv", g.w, g.kw, g.ow, "width");
   return g;
 }
 
@@ -511,7 +485,7 @@ void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor*
   const char* op = "single_channel_conv_forward";
   Geometry g = geometry(x, w.shape(), y.shape(), op);
   if (w.dtype() != DType::f32 || !w.is_contiguous() || y.dtype() != DType::f32 ||
-      !is_dense_nhwc(y) ||
+      !is_dense_channels_last(y) ||
       (bias &&
        (bias->dtype() != DType::f32 || bias->shape() != Shape{g.o} || !bias->is_contiguous())))
     throw Error(detail::concat(op, ": needs contiguous f32 w ", describe(w), ", channels-last y ",
@@ -557,7 +531,7 @@ void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Ten
                                           Tensor* db) {
   const char* op = "single_channel_conv_backward_weights";
   Geometry g = geometry(x, dw.shape(), dy.shape(), op);
-  if (dy.dtype() != DType::f32 || !is_dense_nhwc(dy) || dw.dtype() != DType::f32 ||
+  if (dy.dtype() != DType::f32 || !is_dense_channels_last(dy) || dw.dtype() != DType::f32 ||
       !dw.is_contiguous() ||
       (db && (db->dtype() != DType::f32 || db->shape() != Shape{g.o} || !db->is_contiguous())))
     throw Error(detail::concat(op, ": needs channels-last f32 dy ", describe(dy),

@@ -7,6 +7,7 @@
 // 16->16 conv at batch 128, f32), so each call reorders the weights into the layout the
 // primitive picked (`format_tag::any`). Weights are small (ResNet-20's largest conv has 37k),
 // so the reorder costs a few µs against a conv of 100s of µs.
+#include "kiln/ops/kernels/conv_col2im.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 #include "kiln/ops/kernels/reduce.h"
 #include "kiln/ops/nn/common.h"
@@ -331,6 +332,12 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
   ConvGeom g = conv_geom(kConvBwdData, dx.shape(), w.shape(), a, {});
   if (dy.numel() == 0) {
     std::memset(dx.raw_data(), 0, dx.nbytes());
+    return;
+  }
+  // Few input channels: a GEMM plus a hand-written col2im, faster than oneDNN's kernel there
+  // (numbers and the rule in kernels/conv_col2im.h).
+  if (can_run_gemm_backward_data(dy, w.shape(), dx.shape(), a) && dx.is_channels_last()) {
+    gemm_backward_data(dy, w, dx);
     return;
   }
   Key key;
