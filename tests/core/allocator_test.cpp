@@ -14,7 +14,9 @@ TEST(Allocator, SizeClassesCoverRequestsWithBoundedSlack) {
     size_t c = allocator::size_class(b);
     EXPECT_GE(c, b);
     EXPECT_EQ(c % 64, 0u);
-    if (b > 1024 && b < (size_t(2) << 20)) EXPECT_LE(c, b + b / 8 + 64);
+    if (b > 1024 && b < (size_t(2) << 20)) {
+      EXPECT_LE(c, b + b / 8 + 64);
+    }
   }
   EXPECT_EQ(allocator::size_class((size_t(3) << 20) + 5) % (size_t(2) << 20), 0u);
 }

@@ -138,5 +138,49 @@ TEST(DTypeConvert, VectorisedBf16MatchesScalarBitForBit) {
   }
 }
 
+// IEEE half: round to nearest even, subnormals kept, overflow to inf, NaN kept quiet.
+TEST(F16, RoundsToNearestEvenAndKeepsSpecialValues) {
+  for (auto convert : {&float_to_f16, &detail::float_to_f16_portable}) {
+    EXPECT_EQ(convert(1.0f).bits, 0x3c00);
+    EXPECT_EQ(convert(-2.0f).bits, 0xc000);
+    EXPECT_EQ(convert(65504.0f).bits, 0x7bff);  // the largest half
+    EXPECT_EQ(convert(65519.0f).bits, 0x7bff);
+    EXPECT_EQ(convert(65520.0f).bits, 0x7c00);  // halfway to 2^16: ties to even is inf
+    EXPECT_EQ(convert(-1e9f).bits, 0xfc00);
+    // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1); 1 + 3·2^-11 rounds up.
+    EXPECT_EQ(convert(from_bits(0x3f801000u)).bits, 0x3c00);
+    EXPECT_EQ(convert(from_bits(0x3f803000u)).bits, 0x3c02);
+    EXPECT_EQ(convert(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
+    EXPECT_EQ(convert(std::ldexp(1.0f, -25)).bits, 0x0000);  // halfway to it: even is zero
+    EXPECT_EQ(convert(std::ldexp(3.0f, -25)).bits, 0x0002);
+    EXPECT_EQ(convert(std::ldexp(1023.5f, -24)).bits, 0x0400);  // rounds up to the smallest normal
+    EXPECT_EQ(convert(-0.0f).bits, 0x8000);
+    EXPECT_EQ(convert(std::numeric_limits<float>::infinity()).bits, 0x7c00);
+    EXPECT_EQ(convert(std::numeric_limits<float>::quiet_NaN()).bits & 0x7e00, 0x7e00);
+  }
+}
+
+// The portable conversions are the hardware's, bit for bit: every half to float, and back from
+// every half's value and from the midpoints between neighbouring halves (the rounding ties).
+TEST(F16, PortableConversionsMatchTheDefaultOnes) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const f16_t v{uint16_t(h)};
+    const float f = f16_to_float(v);
+    uint32_t a, b;
+    const float p = detail::f16_to_float_portable(v);
+    std::memcpy(&a, &f, 4);
+    std::memcpy(&b, &p, 4);
+    ASSERT_EQ(a, b) << "half " << h;
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_f16(f).bits, detail::float_to_f16_portable(f).bits) << "half " << h;
+    const float next = f16_to_float(f16_t{uint16_t(h + 1)});
+    if ((h & 0x7fffu) < 0x7c00u && !std::isinf(next) && !std::isnan(next)) {
+      const float mid = f + (next - f) / 2, above = std::nextafter(mid, next);
+      ASSERT_EQ(float_to_f16(mid).bits, detail::float_to_f16_portable(mid).bits) << "mid " << h;
+      ASSERT_EQ(float_to_f16(above).bits, detail::float_to_f16_portable(above).bits) << h;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -34,7 +34,9 @@ TEST(OpTable, EveryEntryIsComplete) {
     EXPECT_FALSE(def.kernel && def.view) << def.name << " has both kernel and view";
     EXPECT_TRUE(def.grad || def.no_grad_reason) << def.name << " lacks grad and no_grad_reason";
     EXPECT_NE(def.cost, nullptr) << def.name << " lacks cost";
-    if (is_elementwise(kind)) EXPECT_NE(def.tile, nullptr) << def.name << " lacks tile";
+    if (is_elementwise(kind)) {
+      EXPECT_NE(def.tile, nullptr) << def.name << " lacks tile";
+    }
   }
   if (!pending.empty()) std::cout << "[ pending  ] ops still placeholders:" << pending << "\n";
 }

@@ -4,8 +4,13 @@
 #include <omp.h>
 
 #include <algorithm>
-
+#include <cmath>
+#include <cstring>
 #include <string>
+
+// GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace kiln {
 
@@ -23,6 +28,47 @@ DType dtype_from_name(std::string_view name) {
               "' (expected f32, f16, bf16, i32, i64, u8 or bool)");
 }
 
+namespace detail {
+
+float f16_to_float_portable(f16_t v) {
+  const uint32_t sign = uint32_t(v.bits & 0x8000u) << 16, exponent = (v.bits >> 10) & 0x1fu,
+                 mantissa = v.bits & 0x3ffu;
+  float f;
+  if (exponent == 0) {  // zero or subnormal: mantissa · 2^-24, exact in float
+    f = std::ldexp(float(mantissa), -24);
+    return sign ? -f : f;
+  }
+  uint32_t bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  if (exponent == 0x1fu) {  // inf, or NaN made quiet (as F16C does)
+    bits = sign | 0x7f800000u | (mantissa ? 0x400000u | (mantissa << 13) : 0u);
+  }
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+f16_t float_to_f16_portable(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {  // inf, or NaN made quiet with its payload's top bits (as F16C does)
+    return {uint16_t(sign | (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u))};
+  }
+  if (ax >= 0x477ff000u) return {uint16_t(sign | 0x7c00u)};  // >= 65520 rounds to inf
+  if (ax < 0x38800000u) {  // below 2^-14: a half subnormal, round(|f| · 2^24) (exact product)
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return {uint16_t(sign | uint32_t(std::nearbyint(a * 16777216.0f)))};
+  }
+  uint32_t h = (((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3ffu);
+  const uint32_t rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry may bump the exponent
+  return {uint16_t(sign | h)};
+}
+
+}  // namespace detail
+
+#if defined(__F16C__)
 // F16C conversions round to nearest even in hardware (imm 0 = _MM_FROUND_TO_NEAREST_INT).
 float f16_to_float(f16_t v) {
   return _cvtsh_ss(v.bits);
@@ -30,6 +76,14 @@ float f16_to_float(f16_t v) {
 f16_t float_to_f16(float f) {
   return {_cvtss_sh(f, 0)};
 }
+#else
+float f16_to_float(f16_t v) {
+  return detail::f16_to_float_portable(v);
+}
+f16_t float_to_f16(float f) {
+  return detail::float_to_f16_portable(f);
+}
+#endif
 
 namespace {
 

@@ -83,8 +83,16 @@ inline bf16_t float_to_bf16(float f) {
   return {uint16_t(u >> 16)};
 }
 
+// IEEE half <-> float, round to nearest even; F16C instructions where the build targets them.
 float f16_to_float(f16_t v);
 f16_t float_to_f16(float f);
+
+namespace detail {
+// The same conversions in plain integer code, for builds without F16C (KILN_NATIVE=OFF on a
+// generic x86-64 target); always compiled so the tests can hold them against the hardware's.
+float f16_to_float_portable(f16_t v);
+f16_t float_to_f16_portable(float f);
+}  // namespace detail
 
 template <class T>
 constexpr DType dtype_of();
