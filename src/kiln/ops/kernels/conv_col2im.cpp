@@ -98,10 +98,11 @@ struct Geometry {
 // pixels of one output row): the runs overlapping the chunk are those of consecutive pixels ow,
 // and the run of pixel ow, shifted so that its position d + l lands on dx lane l, starts at
 // ow*Kp + d with d = 16j - (ow - pad_w)*C: a fixed stride Kp - C from one pixel to the next.
-// So a chunk needs its first offset and one mask per pixel (the lanes inside the run); mask
-// rows are padded to a multiple of kUnroll with empty masks.
+// So a chunk needs its first offset, how many pixels' runs overlap it, and one mask per pixel
+// (the lanes inside the run); mask rows are padded to a multiple of kUnroll with empty masks.
 struct GatherTable {
   std::vector<int64_t> first;
+  std::vector<int64_t> count;
   std::vector<__mmask16> masks;
   int64_t per_chunk = 0;
 };
@@ -111,6 +112,7 @@ void build_table(const Geometry& g, GatherTable& t) {
   // Runs overlapping one chunk: at most (16 + run - 2) / C + 1 pixels.
   t.per_chunk = round_up((kLanes + run - 2) / g.c + 1, kUnroll);
   t.first.assign(size_t(chunks), 0);
+  t.count.assign(size_t(chunks), 0);
   t.masks.assign(size_t(chunks * t.per_chunk), 0);
   for (int64_t j = 0; j < chunks; ++j) {
     int64_t e = j * t.per_chunk;
@@ -127,11 +129,13 @@ void build_table(const Geometry& g, GatherTable& t) {
       found = true;
       t.masks[size_t(e++)] = __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
     }
+    t.count[size_t(j)] = e - j * t.per_chunk;
   }
 }
 
-// Floats a column buffer needs past its end: the padded entries of the last chunk read up to
-// kUnroll pixels past the last one, and a load reads up to 15 floats past a run.
+// Floats a column buffer needs past its end: a chunk's loads run in groups of kUnroll pixels,
+// so up to kUnroll - 1 pixels past the last run that overlaps it, and a load reads up to 15
+// floats past a run.
 int64_t guard_after(const Geometry& g) {
   return kUnroll * g.kp() + kLanes;
 }
@@ -155,7 +159,7 @@ void col2im_image(const Geometry& g, const GatherTable& t, const float* col, flo
         // Masked adds of plain loads: cheaper here than masked loads (0.047 vs 0.056 ms for
         // LeNet's conv2); the lanes outside a run may read the buffer's guards.
         const float* p = rows[r] + t.first[size_t(j)];
-        for (int64_t e = 0; e < per; e += kUnroll, p += kUnroll * step) {
+        for (int64_t e = 0; e < t.count[size_t(j)]; e += kUnroll, p += kUnroll * step) {
           a0 = _mm512_mask_add_ps(a0, mask[e], a0, _mm512_loadu_ps(p));
           a1 = _mm512_mask_add_ps(a1, mask[e + 1], a1, _mm512_loadu_ps(p + step));
           a2 = _mm512_mask_add_ps(a2, mask[e + 2], a2, _mm512_loadu_ps(p + 2 * step));
