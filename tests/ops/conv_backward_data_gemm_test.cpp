@@ -2,27 +2,12 @@
 // double-precision reference, called directly and through conv2d_backward_data.
 #include "kiln/ops/kernels/conv_col2im.h"
 
-#include "nn_reference.h"
+#include "conv_kernel_cases.h"
 
 namespace kiln::testing {
 namespace {
 
-// The kernels are compiled only for AVX-512 targets; elsewhere can_run is false, the ops run
-// oneDNN, and these tests have nothing to check.
-#if defined(__AVX512F__)
-constexpr bool kKernelsBuilt = true;
-#else
-constexpr bool kKernelsBuilt = false;
-#endif
-
-struct Case {
-  const char* name;
-  ConvRef g;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.name;
-}
+using Case = ConvKernelCase;
 
 ConvRef conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
              int64_t ph, int64_t pw) {
@@ -51,23 +36,10 @@ bool in_rule(const ConvRef& g) {
   return (g.c <= 4 && g.o >= 6) || (g.c <= 8 && g.o >= 16);
 }
 
-ops::Attrs window(std::array<int64_t, 2> pad, std::array<int64_t, 2> stride = {1, 1},
-                  std::array<int64_t, 2> dilation = {1, 1}) {
-  ops::Attrs a;
-  a.padding = pad;
-  a.stride = stride;
-  a.dilation = dilation;
-  return a;
-}
-
-Tensor channels_last_empty(const Shape& s) {
-  return Tensor::empty_strided(s, channels_last_strides(s), DType::f32);
-}
-
 class GemmBackwardData : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GemmBackwardData, MatchesReference) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
   Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 1));
   Tensor w = random_tensor(c.g.w_shape(), 2);
@@ -82,7 +54,7 @@ TEST_P(GemmBackwardData, MatchesReference) {
 // directly) and gives the reference's values either way, also for a row-major gradient, which
 // the op converts to channels-last first.
 TEST_P(GemmBackwardData, OpUsesTheKernel) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
   Tensor dy_rows = random_tensor(c.g.y_shape(), 3), w = random_tensor(c.g.w_shape(), 4);
   Tensor dy = channels_last_copy(dy_rows);
@@ -108,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBackwardData, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(GemmBackwardDataDispatch, CanRunOnlyWhereTheKernelApplies) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Shape x{2, 6, 14, 14}, w{16, 6, 5, 5};
   Tensor dy = channels_last_copy(random_tensor({2, 16, 10, 10}, 5));
   EXPECT_TRUE(ops::can_run_gemm_backward_data(dy, w, x, window({0, 0})));
@@ -137,7 +109,7 @@ TEST(GemmBackwardDataDispatch, CanRunOnlyWhereTheKernelApplies) {
 }
 
 TEST(GemmBackwardDataErrors, RejectsRowMajorTensors) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   ConvRef g = conv(2, 3, 6, 6, 4, 3, 3, 1, 1);
   Tensor dy = random_tensor(g.y_shape(), 7), w = random_tensor(g.w_shape(), 8);
   Tensor dx = channels_last_empty(g.x_shape());

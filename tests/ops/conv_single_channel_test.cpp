@@ -2,27 +2,12 @@
 // reference, called directly and through the conv2d ops that dispatch to them.
 #include "kiln/ops/kernels/conv_single_channel.h"
 
-#include "nn_reference.h"
+#include "conv_kernel_cases.h"
 
 namespace kiln::testing {
 namespace {
 
-// The kernels are compiled only for AVX-512 targets; elsewhere can_run is false, the ops run
-// oneDNN, and these tests have nothing to check.
-#if defined(__AVX512F__)
-constexpr bool kKernelsBuilt = true;
-#else
-constexpr bool kKernelsBuilt = false;
-#endif
-
-struct Case {
-  const char* name;
-  ConvRef g;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.name;
-}
+using Case = ConvKernelCase;
 
 ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t ph,
                int64_t pw) {
@@ -44,19 +29,6 @@ const Case kCases[] = {
     {"wide_rows_o64", single(1, 20, 200, 64, 3, 3, 1, 1)},
 };
 
-ops::Attrs window(std::array<int64_t, 2> pad, std::array<int64_t, 2> stride = {1, 1},
-                  std::array<int64_t, 2> dilation = {1, 1}) {
-  ops::Attrs a;
-  a.padding = pad;
-  a.stride = stride;
-  a.dilation = dilation;
-  return a;
-}
-
-Tensor channels_last_empty(const Shape& s) {
-  return Tensor::empty_strided(s, channels_last_strides(s), DType::f32);
-}
-
 Values relu_of(Values v) {
   for (double& x : v) x = std::max(x, 0.0);
   return v;
@@ -72,7 +44,7 @@ Values bias_gradient(const ConvRef& g, const Values& dy) {
 class SingleChannelConv : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SingleChannelConv, ForwardMatchesReference) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
   Tensor x = random_tensor(c.g.x_shape(), 1), w = random_tensor(c.g.w_shape(), 2);
   Tensor b = random_tensor({c.g.o}, 3);
@@ -90,7 +62,7 @@ TEST_P(SingleChannelConv, ForwardMatchesReference) {
 }
 
 TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
   Tensor x = random_tensor(c.g.x_shape(), 4);
   Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 5));
@@ -107,7 +79,7 @@ TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
 // conv2d and conv2d_backward_weights dispatch to the kernels: same bits as calling them directly
 // (both are deterministic for a fixed thread count), and the reference's values.
 TEST_P(SingleChannelConv, OpsUseTheKernels) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
   Tensor x = random_tensor(c.g.x_shape(), 6), w = random_tensor(c.g.w_shape(), 7);
   Tensor b = random_tensor({c.g.o}, 8);
@@ -144,7 +116,7 @@ TEST(SingleChannelConvGradient, MatchesFiniteDifferences) {
 }
 
 TEST(SingleChannelConvDispatch, CanRunOnlyWhereTheKernelsApply) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   Tensor x = random_tensor({2, 1, 8, 8}, 13);
   ops::Attrs pad1 = window({1, 1});
   EXPECT_TRUE(ops::can_run_single_channel_conv(x, {16, 1, 3, 3}, pad1));
@@ -166,7 +138,7 @@ TEST(SingleChannelConvDispatch, CanRunOnlyWhereTheKernelsApply) {
 }
 
 TEST(SingleChannelConvErrors, RejectsRowMajorGradient) {
-  if (!kKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   ConvRef g = single(2, 6, 6, 4, 3, 3, 1, 1);
   Tensor x = random_tensor(g.x_shape(), 15), dy = random_tensor(g.y_shape(), 16);
   Tensor dw = Tensor::empty(g.w_shape());

@@ -114,6 +114,17 @@ Runner::Runner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd) : prim
   if (scratch_bytes_ > 0) arg(DNNL_ARG_SCRATCHPAD, sp);
 }
 
+Runner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                     const dnnl::memory::desc& dst) {
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), scratchpad_attr(),
+                                  engine());
+  Runner run(dnnl::matmul(pd), pd);
+  run.arg(DNNL_ARG_SRC, src);
+  run.arg(DNNL_ARG_WEIGHTS, weights);
+  run.arg(DNNL_ARG_DST, dst);
+  return run;
+}
+
 void Runner::arg(int arg, const dnnl::memory::desc& md) {
   // DNNL_MEMORY_NONE: the handle is set before every run.
   args_[arg] = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);

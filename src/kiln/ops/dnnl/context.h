@@ -133,6 +133,10 @@ class Runner {
   size_t scratch_bytes_ = 0;
 };
 
+// A plain matmul dst = src · weights over these layouts (user scratchpad), arguments declared.
+Runner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                     const dnnl::memory::desc& dst);
+
 // A per-thread cache of T (usually a struct of Runners) keyed by Key. When full, it is cleared:
 // eager training loops use a handful of shapes, so an LRU would buy nothing.
 template <class T>

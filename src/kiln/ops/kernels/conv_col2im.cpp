@@ -179,14 +179,9 @@ void run_gemm(const float* dy, const float* wt, float* col, int64_t rows, int64_
   key.add(rows).add(o).add(kp);
   thread_local PrimitiveCache<Runner> cache;
   Runner& r = cache.get(key, [&] {
-    dnnl::memory::desc src({rows, o}, dt::f32, tag::ab), wei({o, kp}, dt::f32, tag::ab),
-        dst({rows, kp}, dt::f32, tag::ab);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), scratchpad_attr(), engine());
-    Runner run(dnnl::matmul(pd), pd);
-    run.arg(DNNL_ARG_SRC, src);
-    run.arg(DNNL_ARG_WEIGHTS, wei);
-    run.arg(DNNL_ARG_DST, dst);
-    return run;
+    return matmul_runner(dnnl::memory::desc({rows, o}, dt::f32, tag::ab),
+                         dnnl::memory::desc({o, kp}, dt::f32, tag::ab),
+                         dnnl::memory::desc({rows, kp}, dt::f32, tag::ab));
   });
   r.set(DNNL_ARG_SRC, const_cast<float*>(dy));
   r.set(DNNL_ARG_WEIGHTS, const_cast<float*>(wt));

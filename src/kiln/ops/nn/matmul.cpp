@@ -110,15 +110,8 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attr
   key.add(1).add(sa, ta, a.dtype()).add(sb, tb, b.dtype());
   thread_local PrimitiveCache<Runner> cache;
   Runner& r = cache.get(key, [&] {
-    auto src = desc_of(sa, ta, a.dtype(), kMatmul);
-    auto wei = desc_of(sb, tb, b.dtype(), kMatmul);
-    auto dst = desc_of(y, kMatmul);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), scratchpad_attr(), engine());
-    Runner run(dnnl::matmul(pd), pd);
-    run.arg(DNNL_ARG_SRC, src);
-    run.arg(DNNL_ARG_WEIGHTS, wei);
-    run.arg(DNNL_ARG_DST, dst);
-    return run;
+    return matmul_runner(desc_of(sa, ta, a.dtype(), kMatmul), desc_of(sb, tb, b.dtype(), kMatmul),
+                         desc_of(y, kMatmul));
   });
   r.set(DNNL_ARG_SRC, a.raw_data());
   r.set(DNNL_ARG_WEIGHTS, b.raw_data());

@@ -1,0 +1,42 @@
+#pragma once
+// What the tests of the hand-written convolution kernels (conv_single_channel, conv_col2im)
+// share: a named reference case, and whether the kernels are in this build at all.
+#include <array>
+#include <ostream>
+
+#include "nn_reference.h"
+
+namespace kiln::testing {
+
+// The kernels are compiled only for AVX-512 targets; elsewhere can_run is false, the ops run
+// oneDNN, and the kernel tests have nothing to check.
+#if defined(__AVX512F__)
+inline constexpr bool kConvKernelsBuilt = true;
+#else
+inline constexpr bool kConvKernelsBuilt = false;
+#endif
+
+struct ConvKernelCase {
+  const char* name;
+  ConvRef g;
+};
+
+inline void PrintTo(const ConvKernelCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+// Attrs of a convolution window.
+inline ops::Attrs window(std::array<int64_t, 2> pad, std::array<int64_t, 2> stride = {1, 1},
+                         std::array<int64_t, 2> dilation = {1, 1}) {
+  ops::Attrs a;
+  a.padding = pad;
+  a.stride = stride;
+  a.dilation = dilation;
+  return a;
+}
+
+inline Tensor channels_last_empty(const Shape& s) {
+  return Tensor::empty_strided(s, channels_last_strides(s), DType::f32);
+}
+
+}  // namespace kiln::testing
