@@ -119,8 +119,9 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   }
   ++(evaluation ? eval_compiles_ : compiles_);
   if (compiled_.size() >= kMaxGraphs) {
-    if (compiled_.front().exe.get() == current_) current_ = nullptr;
-    if (compiled_.front().exe.get() == current_eval_) current_eval_ = nullptr;
+    for (Current* c : {&current_, &current_eval_}) {
+      if (c->exe == compiled_.front().exe.get()) c->exe = nullptr;
+    }
     compiled_.erase(compiled_.begin());
   }
   compiled_.push_back({net_.training(), evaluation, std::move(exe)});
@@ -129,19 +130,10 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
 
 Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   std::vector<Tensor> inputs{images, labels};
-  if (!current_ || !current_->accepts(inputs) || current_training_ != net_.training()) {
-    current_ = nullptr;
-    for (auto& c : compiled_) {
-      if (!c.evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
-        current_ = c.exe.get();
-      }
-    }
-    current_training_ = net_.training();
-    if (!current_) current_ = &compile(images, labels, false);
-  }
+  graph::Executable& exe = select(inputs, false);
   opt_.prepare_step();
   if (!loss_scale_) {
-    std::vector<Tensor> out = current_->run(inputs);
+    std::vector<Tensor> out = exe.run(inputs);
     opt_.advance();
     return out[0];
   }
@@ -149,28 +141,34 @@ Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   // As eager: the seed is the scale rounded to f32, the unscaling multiplies by float(1/scale).
   *scale_.data<float>() = float(scale);
   *inverse_scale_.data<float>() = float(1.0 / scale);
-  std::vector<Tensor> out = current_->run_until_updates(inputs);
+  std::vector<Tensor> out = exe.run_until_updates(inputs);
   const bool overflow = !std::isfinite(*out[1].data<float>());
   last_skipped_ = !loss_scale_->update(overflow);
-  if (!last_skipped_) current_->run_updates();
+  if (!last_skipped_) exe.run_updates();
   opt_.advance();
   return out[0];
 }
 
 std::pair<Tensor, Tensor> CompiledTrainStep::evaluate(const Tensor& images, const Tensor& labels) {
   std::vector<Tensor> inputs{images, labels};
-  if (!current_eval_ || !current_eval_->accepts(inputs) || eval_training_ != net_.training()) {
-    current_eval_ = nullptr;
-    for (auto& c : compiled_) {
-      if (c.evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
-        current_eval_ = c.exe.get();
-      }
-    }
-    eval_training_ = net_.training();
-    if (!current_eval_) current_eval_ = &compile(images, labels, true);
-  }
-  std::vector<Tensor> out = current_eval_->run(inputs);
+  std::vector<Tensor> out = select(inputs, true).run(inputs);
   return {out[0], out[1]};
+}
+
+graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, bool evaluation) {
+  Current& current = evaluation ? current_eval_ : current_;
+  if (current.exe && current.exe->accepts(inputs) && current.training == net_.training()) {
+    return *current.exe;
+  }
+  current.exe = nullptr;
+  for (auto& c : compiled_) {
+    if (c.evaluation == evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
+      current.exe = c.exe.get();
+    }
+  }
+  if (!current.exe) current.exe = &compile(inputs[0], inputs[1], evaluation);
+  current.training = net_.training();
+  return *current.exe;
 }
 
 void CompiledTrainStep::trace_scaled_backward_and_update(graph::Tracer& tracer,
@@ -200,8 +198,8 @@ const graph::CompileReport& CompiledTrainStep::report() const {
 }
 
 const graph::Executable& CompiledTrainStep::executable() const {
-  if (!current_) throw Error("CompiledTrainStep: no step has run yet");
-  return *current_;
+  if (!current_.exe) throw Error("CompiledTrainStep: no step has run yet");
+  return *current_.exe;
 }
 
 }  // namespace kiln::train

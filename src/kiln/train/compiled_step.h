@@ -67,6 +67,8 @@ class CompiledTrainStep {
 
  private:
   graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
+  // The compiled graph of this kind for these inputs and the network's mode, compiling it once.
+  graph::Executable& select(const std::vector<Tensor>& inputs, bool evaluation);
   void trace_scaled_backward_and_update(graph::Tracer& tracer, const Tensor& loss);
 
   nn::Cell& net_;
@@ -80,10 +82,12 @@ class CompiledTrainStep {
     std::unique_ptr<graph::Executable> exe;
   };
   std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
-  graph::Executable* current_ = nullptr;
-  bool current_training_ = true;
-  graph::Executable* current_eval_ = nullptr;
-  bool eval_training_ = false;
+  // The graph each kind (training step, evaluation) last ran, and the network's mode then.
+  struct Current {
+    graph::Executable* exe = nullptr;
+    bool training = false;
+  };
+  Current current_, current_eval_;
   int compiles_ = 0;       // training graphs
   int eval_compiles_ = 0;  // evaluation graphs
   bool verbose_ = true;

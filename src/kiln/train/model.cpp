@@ -216,7 +216,7 @@ std::map<std::string, double> Model::eval(const dataset::Dataset& dataset,
   NoGradGuard no_grad;
   // In graph mode, once a training step is compiled, evaluation runs compiled forwards in the
   // step's arena (no eager allocations next to the plan).
-  const bool graph = get_context().mode == GRAPH_MODE && compiled_ && loss_fn_;
+  const bool graph = get_context().mode == GRAPH_MODE && compiled_;
   dataset::TupleIterator it = dataset.create_tuple_iterator({.num_epochs = 1});
   std::vector<Tensor> row;
   while (it.next(row)) {
