@@ -312,11 +312,8 @@ void Executable::bind() {
           l.reseed = node.op == ops::OpKind::dropout && node.attrs.training;
           // Products get their oneDNN primitive built now, not looked up every step.
           static const bool no_precompile = std::getenv("KILN_GRAPH_NO_PRECOMPILE") != nullptr;
-          if (!no_precompile && can_run_single_channel_conv(node, l.in, l.out)) {
-            l.kind = Launch::Kind::special;
-            l.special = make_single_channel_conv_kernel(node, l.in, l.out);
-          } else if ((node.op == ops::OpKind::conv2d || node.op == ops::OpKind::matmul) &&
-                     !no_precompile && can_precompile(node, l.in, l.out)) {
+          if ((node.op == ops::OpKind::conv2d || node.op == ops::OpKind::matmul) &&
+              !no_precompile && can_precompile(node, l.in, l.out)) {
             l.kind = Launch::Kind::special;
             l.special = make_epilogue_kernel(node, l.in, l.out);
           }

@@ -276,6 +276,9 @@ bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<cons
         winograd_conv(in[0].dtype(), in[0].shape(), in[1].shape(), node.attrs)) {
       return false;
     }
+    // One input channel runs Kiln's own kernel, plain (the op's) or fused with a relu
+    // (kernels/single_channel_conv.cpp), not a oneDNN primitive.
+    if (can_run_single_channel_conv(node, in, out)) return false;
     return in[0].dtype() == in[1].dtype() && in[1].is_contiguous() && out[0].numel() > 0;
   }
   if (node.op == ops::OpKind::matmul) {
