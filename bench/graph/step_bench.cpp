@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   // Process CPU time: on a busy machine it still says how much work a step is (all threads).
   double cpu_ms = double(std::clock() - c0) * 1000.0 / CLOCKS_PER_SEC;
   MemoryStats st = allocator::stats();
+  const double peak_rss = peak_rss_mb();
   double compile_ms = graph_mode ? step.report().compile_ms + step.report().trace_ms : 0;
   int64_t arena = graph_mode ? step.report().arena_bytes : 0;
   std::printf(
@@ -117,8 +118,8 @@ int main(int argc, char** argv) {
       "\"loss_last\":%.4f}\n",
       model.c_str(), (long long)batch, graph_mode ? "graph" : "eager", fusion ? "true" : "false",
       double(batch) * steps / (ms / 1000.0), ms / steps, cpu_ms / steps, first_ms, compile_ms,
-      double(arena) / 1048576.0, double(st.peak_bytes) / 1048576.0, peak_rss_mb(),
-      peak_rss_mb() - rss_before_steps, first, last);
+      double(arena) / 1048576.0, double(st.peak_bytes) / 1048576.0, peak_rss,
+      peak_rss - rss_before_steps, first, last);
   if (ops::hooks().on_kernel) {
     for (size_t k = 0; k < ops::kNumOps; ++k) {
       if (g_op_ns[k] > 0) {
