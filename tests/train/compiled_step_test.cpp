@@ -12,6 +12,7 @@
 #include "kiln/core/random.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
+#include "kiln/ops/functional.h"
 #include "kiln/optim/adam.h"
 #include "kiln/optim/momentum.h"
 
@@ -46,29 +47,75 @@ struct Trainer {
 struct Case {
   std::string model;
   bool fusion;
+  bool block_layout = true;  // with fusion
 };
 
 class CompiledStepAgreement : public ::testing::TestWithParam<Case> {};
 
-// f32 tolerances: the graph sums gradient contributions in another order and fused kernels
-// skip intermediate roundings that never happen in f32 anyway, so differences are a few ulps
-// per step, amplified a little by training.
+// Per-tensor distance between two states, relative to the first's norm.
+std::vector<double> relative_distances(nn::Cell& a, nn::Cell& b) {
+  auto sa = a.state_and_names(), sb = b.state_and_names();
+  std::vector<double> out;
+  for (size_t i = 0; i < sa.size() && i < sb.size(); ++i) {
+    std::vector<float> x = sa[i].second.to_vector<float>(), y = sb[i].second.to_vector<float>();
+    double d2 = 0, n2 = 0;
+    for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+      d2 += (double(x[k]) - y[k]) * (double(x[k]) - y[k]);
+      n2 += double(x[k]) * x[k];
+    }
+    out.push_back(std::sqrt(d2 / (n2 + 1e-30)));
+  }
+  return out;
+}
+
+// f32 tolerances. Where the graph runs the same convolution kernels as eager, it only sums
+// gradient contributions in another order and skips intermediate roundings that never happen
+// in f32 anyway: a few ulps per step, amplified a little by training, checked element by
+// element. With activations kept blocked (graph/passes/block_layout.cpp) its convolutions run
+// other oneDNN kernels (blocked direct, Winograd from 32 channels) whose outputs differ in the
+// last bits. A pre-activation within those bits of zero then flips its relu and moves that
+// element's whole gradient, and at batch 8 training amplifies that within 3 steps: eager
+// itself, fed inputs scaled by 1 + 1e-6, ends up to 20% away (in norm) on the BatchNorm betas
+// and 4% on the first conv. So that case is held to eager's own spread: losses within 2e-3,
+// and each tensor no further from eager than 2x what that perturbation moves it (+1e-5).
 TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
   const Case& c = GetParam();
   Trainer eager(c.model), graph(c.model);
-  CompiledTrainStep step(*graph.net, graph.loss, *graph.opt, {.fusion = c.fusion});
+  CompiledTrainStep step(*graph.net, graph.loss, *graph.opt,
+                         {.fusion = c.fusion, .block_layout = c.block_layout});
   step.set_verbose(false);
   const int64_t n = 8;
+  std::vector<float> eager_losses, graph_losses;
   for (int s = 0; s < 3; ++s) {
     Tensor x = batch_images(n, 100 + s), y = batch_labels(n, 200 + s);
-    float le = eager.eager_step(x, y);
-    float lg = step.run(x, y).item<float>();
-    EXPECT_NEAR(lg, le, 1e-4 * std::max(1.f, std::abs(le))) << c.model << " step " << s;
+    eager_losses.push_back(eager.eager_step(x, y));
+    graph_losses.push_back(step.run(x, y).item<float>());
+  }
+  const bool other_kernels = step.report().blocked_values > 0;
+  EXPECT_EQ(other_kernels, c.fusion && c.block_layout && c.model == "resnet20");
+  const double loss_tolerance = other_kernels ? 2e-3 : 1e-4;
+  for (int s = 0; s < 3; ++s) {
+    const float le = eager_losses[size_t(s)];
+    EXPECT_NEAR(graph_losses[size_t(s)], le, loss_tolerance * std::max(1.f, std::abs(le)))
+        << c.model << " step " << s;
   }
   EXPECT_EQ(step.compiles(), 1);
   EXPECT_EQ(graph.opt->global_step(), 3);
   auto se = eager.net->state_and_names(), sg = graph.net->state_and_names();
   ASSERT_EQ(se.size(), sg.size());
+  if (other_kernels) {
+    Trainer perturbed(c.model);
+    for (int s = 0; s < 3; ++s) {
+      Tensor x = batch_images(n, 100 + s), y = batch_labels(n, 200 + s);
+      perturbed.eager_step(ops::mul_scalar(x, 1.0 + 1e-6), y);
+    }
+    std::vector<double> spread = relative_distances(*eager.net, *perturbed.net);
+    std::vector<double> off = relative_distances(*eager.net, *graph.net);
+    for (size_t i = 0; i < se.size(); ++i) {
+      EXPECT_LT(off[i], 2 * spread[i] + 1e-5) << c.model << " " << se[i].first;
+    }
+    return;
+  }
   for (size_t i = 0; i < se.size(); ++i) {
     std::vector<float> a = se[i].second.to_vector<float>(), b = sg[i].second.to_vector<float>();
     ASSERT_EQ(a.size(), b.size());
@@ -87,9 +134,13 @@ TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
 INSTANTIATE_TEST_SUITE_P(Zoo, CompiledStepAgreement,
                          ::testing::Values(Case{"mlp", false}, Case{"mlp", true},
                                            Case{"lenet", false}, Case{"lenet", true},
-                                           Case{"resnet20", false}, Case{"resnet20", true}),
+                                           Case{"resnet20", false}, Case{"resnet20", true},
+                                           Case{"resnet20", true, false}),
                          [](const auto& info) {
-                           return info.param.model + (info.param.fusion ? "_fused" : "_unfused");
+                           const Case& c = info.param;
+                           return c.model + (!c.fusion        ? "_unfused"
+                                             : c.block_layout ? "_fused"
+                                                              : "_fused_channels_last");
                          });
 
 // Adam's step size (bias correction) and a decaying lr live in scalar tensors rewritten by

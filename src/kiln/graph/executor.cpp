@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "kiln/core/error.h"
@@ -123,7 +124,8 @@ std::string CompileReport::str() const {
     << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
     << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
-    << fused_update << "; arena " << double(arena_bytes) / 1048576.0 << " MiB (live peak "
+    << fused_update << ", blocked " << blocked_values << " (reorders " << layout_reorders
+    << "); arena " << double(arena_bytes) / 1048576.0 << " MiB (live peak "
     << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
     << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses;
   return s.str();
@@ -188,6 +190,15 @@ Executable::Executable(Graph graph, const CompileOptions& options)
   run_passes(graph_, options_, report_);
   graph_.reorder(graph_.schedule());
   if (options_.optimize && !options_.updates_last) passes::schedule_updates_early(graph_);
+  // KILN_GRAPH_NO_BLOCK_LAYOUT=1 turns the layout pass off (to measure what it does).
+  static const bool no_block_layout = std::getenv("KILN_GRAPH_NO_BLOCK_LAYOUT") != nullptr;
+  if (options_.fusion && options_.block_layout && !no_block_layout) {
+    report_.blocked_values = passes::block_layout(graph_);
+    if (options_.check_plan) passes::check_block_layout(graph_);
+    for (NodeId n : graph_.schedule()) {
+      report_.layout_reorders += graph_.node(n).type == NodeType::reorder ? 1 : 0;
+    }
+  }
   graph_.verify();
   if (!options_.dump_dir.empty()) {
     dump(graph_, options_.dump_dir, options_.dump_name + "_1_compiled");
@@ -211,7 +222,7 @@ Executable::Executable(Graph graph, const CompileOptions& options)
 }
 
 Executable::~Executable() {
-  if (profile_ && steps_run_ > 0) std::fprintf(stderr, "%s", profile_summary().c_str());
+  if (profile_ && steps_run_ > 1) std::fprintf(stderr, "%s", profile_summary().c_str());
 }
 
 std::string Executable::profile_summary() const {
@@ -228,10 +239,26 @@ std::string Executable::profile_summary() const {
   std::sort(rows.rbegin(), rows.rend());
   std::ostringstream s;
   s.precision(3);
-  s << std::fixed << "graph profile: " << steps_run_ << " steps, "
-    << total / 1e6 / double(steps_run_) << " ms/step in kernels\n";
+  // The first step is left out: it faults the arena's pages in.
+  const double steps = double(steps_run_ - 1);
+  s << std::fixed << "graph profile: " << steps_run_ - 1 << " steps after the first, "
+    << total / 1e6 / steps << " ms/step in kernels\n";
   for (auto& [ns, label] : rows) {
-    s << "  " << ns / 1e6 / double(steps_run_) << " ms  " << label << "\n";
+    s << "  " << ns / 1e6 / steps << " ms  " << label << "\n";
+  }
+  const char* mode = std::getenv("KILN_GRAPH_PROFILE");
+  if (mode != nullptr && std::string_view(mode) == "launches") {
+    s << "per launch, in schedule order (inputs -> outputs):\n";
+    for (size_t i = 0; i < launches_.size() && i < launch_ns_.size(); ++i) {
+      const Node& node = graph_.node(launches_[i].node);
+      s << "  " << launch_ns_[i] / 1e6 / steps << " ms  " << node_label(node);
+      for (ValueId v : node.inputs) {
+        if (v != kNoValue) s << " " << graph_.value(v).meta.shape.str();
+      }
+      s << " ->";
+      for (ValueId v : node.outputs) s << " " << graph_.value(v).meta.shape.str();
+      s << "\n";
+    }
   }
   return s.str();
 }
@@ -435,7 +462,7 @@ void Executable::launch(size_t begin, size_t end) {
         l.special->run(l.in, l.out);
         break;
     }
-    if (profile_) {
+    if (profile_ && steps_run_ > 1) {
       launch_ns_[li] +=
           std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - lt0).count();
     }

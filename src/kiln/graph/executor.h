@@ -23,6 +23,9 @@ struct CompileOptions {
   bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
   bool inplace = true;     // the memory plan may write an elementwise output over a dying input
   bool check_plan = true;  // verify the memory plan (no two live tensors overlap)
+  // Keep activations in oneDNN's blocked layout between the kernels that read it (with
+  // fusion; passes/block_layout.cpp).
+  bool block_layout = true;
   // Every optimizer update runs after all other work instead of interleaved with backward, so
   // run_until_updates() can stop before any of them (loss scaling skips overflowed steps).
   // Costs memory: every gradient is alive at once, as in eager mode.
@@ -46,7 +49,8 @@ struct CompileReport {
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants
   int inplace_reuses = 0;
-  std::string str() const;  // one line, for logs
+  int blocked_values = 0, layout_reorders = 0;  // passes/block_layout.cpp
+  std::string str() const;                      // one line, for logs
 };
 
 class Executable {

@@ -26,6 +26,8 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
       return make_reduction_kernel(node, inputs, outputs);
     case NodeType::fused_update:
       return make_matmul_momentum_kernel(node, inputs, outputs);
+    case NodeType::reorder:
+      return make_layout_reorder_kernel(node, inputs, outputs);
     default:
       break;
   }

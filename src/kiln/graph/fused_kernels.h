@@ -65,5 +65,9 @@ std::shared_ptr<SpecialKernel> make_bn_relu_kernel(const Node& node, std::span<c
 std::shared_ptr<SpecialKernel> make_reduction_kernel(const Node& node,
                                                      std::span<const Tensor> inputs,
                                                      std::span<const Tensor> outputs);
+// reorder: channels-last <-> nChw16c (kernels/layout_reorder.cpp).
+std::shared_ptr<SpecialKernel> make_layout_reorder_kernel(const Node& node,
+                                                          std::span<const Tensor> inputs,
+                                                          std::span<const Tensor> outputs);
 
 }  // namespace kiln::graph

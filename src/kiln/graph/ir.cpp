@@ -53,6 +53,14 @@ std::string attrs_str(const ops::Attrs& a) {
   if (a.momentum != d.momentum) field("momentum", num(a.momentum));
   if (a.weight_decay != d.weight_decay) field("weight_decay", num(a.weight_decay));
   if (a.dtype != d.dtype) field("dtype", std::string(dtype_name(a.dtype)));
+  if (a.nchw16c != d.nchw16c) {
+    std::string in, out;
+    for (int i = 0; i < ops::kNchw16cOutputBit; ++i) {
+      if (ops::input_is_nchw16c(a, i)) in += (in.empty() ? "" : ",") + std::to_string(i);
+      if (ops::output_is_nchw16c(a, i)) out += (out.empty() ? "" : ",") + std::to_string(i);
+    }
+    field("nChw16c", "in[" + in + "] out[" + out + "]");
+  }
   std::string out = s.str();
   return out.empty() ? out : " {" + out.substr(1) + "}";
 }
@@ -238,6 +246,9 @@ std::string node_label(const Node& node) {
       for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
       return s + "]";
     }
+    case NodeType::reorder:
+      return ops::output_is_nchw16c(node.attrs, 0) ? "reorder[nhwc->nChw16c]"
+                                                   : "reorder[nChw16c->nhwc]";
   }
   return "?";
 }

@@ -56,6 +56,8 @@ enum class NodeType : uint8_t {
   bn_relu,            // batch_norm + [residual add +] relu (forward)
   bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
   fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`)
+  reorder,            // a 4-D activation between channels-last and oneDNN's blocked nChw16c
+                      // (direction in attrs.nchw16c; passes/block_layout.cpp)
 };
 
 struct Node {

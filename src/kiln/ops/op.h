@@ -49,9 +49,21 @@ struct Attrs {
   double scalar = 0.0;  // add_scalar/mul_scalar/pow_scalar operand, dropout p, norm eps
   double momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   DType dtype = DType::f32;  // cast target, one_hot output
+  // Graph mode only (passes/block_layout.cpp): which 4-D activation arguments are in oneDNN's
+  // blocked nChw16c layout instead of the channels-last one their strides describe. Bit i is
+  // input i, bit kNchw16cOutputBit + j output j. Eager mode never sets it; only the kernels
+  // that can read that layout (convolutions, batch norm) ever see it set.
+  uint32_t nchw16c = 0;
   bool operator==(const Attrs&) const = default;
 };
 size_t hash_attrs(const Attrs& a);
+constexpr int kNchw16cOutputBit = 16;
+inline bool input_is_nchw16c(const Attrs& a, int i) {
+  return (a.nchw16c >> i) & 1u;
+}
+inline bool output_is_nchw16c(const Attrs& a, int j) {
+  return (a.nchw16c >> (kNchw16cOutputBit + j)) & 1u;
+}
 
 enum class AmpClass : uint8_t {
   low_precision,  // runs in bf16/f16 from O1 on (matmul, conv): the white list

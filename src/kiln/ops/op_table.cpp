@@ -50,7 +50,8 @@ size_t hash_attrs(const Attrs& a) {
     mix(uint64_t(v));
   }
   mix(uint64_t(a.keepdims) | uint64_t(a.training) << 1 | uint64_t(a.transpose_a) << 2 |
-      uint64_t(a.transpose_b) << 3 | uint64_t(a.nesterov) << 4 | uint64_t(a.dtype) << 8);
+      uint64_t(a.transpose_b) << 3 | uint64_t(a.nesterov) << 4 | uint64_t(a.dtype) << 8 |
+      uint64_t(a.nchw16c) << 16);
   for (double d : {a.scalar, a.momentum, a.weight_decay, a.beta1, a.beta2, a.eps}) {
     uint64_t bits;
     std::memcpy(&bits, &d, 8);

@@ -27,12 +27,15 @@ class BnReluForward : public SpecialKernel {
         options_{.training = node.attrs.training,
                  .momentum = node.attrs.momentum,
                  .eps = node.attrs.eps,
-                 .relu = true} {
+                 .relu = true,
+                 .blocked = node.attrs.nchw16c != 0} {
     const Tensor& x = in[0];
     for (int i = 1; i < 5; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, beta, stats");
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "mean, inv_std");
-    if (!ops::can_run_batch_norm_rows(x, {&out[0]}) ||
-        (residual_ && !ops::can_run_batch_norm_rows(x, {&in[5]}))) {
+    if (options_.blocked
+            ? !ops::can_run_batch_norm_blocked(x, {&out[0], residual_ ? &in[5] : &out[0]})
+            : (!ops::can_run_batch_norm_rows(x, {&out[0]}) ||
+               (residual_ && !ops::can_run_batch_norm_rows(x, {&in[5]})))) {
       throw Error(node_label(node) + ": input " + describe(x) +
                   " and output are not channels-last or [N, C] alike");
     }
@@ -55,11 +58,15 @@ class BnReluForward : public SpecialKernel {
 class BnReluBackward : public SpecialKernel {
  public:
   BnReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
-      : in_(in.begin(), in.end()), out_(out.begin(), out.end()), training_(node.attrs.training) {
+      : in_(in.begin(), in.end()),
+        out_(out.begin(), out.end()),
+        training_(node.attrs.training),
+        blocked_(node.attrs.nchw16c != 0) {
     const Tensor& x = in[2];
     for (int i = 3; i < 6; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, mean, inv_std");
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "dgamma, dbeta");
-    if (!ops::can_run_batch_norm_rows(x, {&in[0], &in[1], &out[0]})) {
+    if (blocked_ ? !ops::can_run_batch_norm_blocked(x, {&in[0], &in[1], &out[0]})
+                 : !ops::can_run_batch_norm_rows(x, {&in[0], &in[1], &out[0]})) {
       throw Error(node_label(node) + ": gradient, relu output, input " + describe(x) +
                   " and dx are not channels-last or [N, C] alike");
     }
@@ -67,12 +74,13 @@ class BnReluBackward : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::batch_norm_rows_backward(in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], training_,
-                                  out_[0], out_[1], out_[2]);
+                                  out_[0], out_[1], out_[2], blocked_);
   }
 
  private:
   std::vector<Tensor> in_, out_;
   bool training_;
+  bool blocked_;  // x, g, r and dx in oneDNN's nChw16c layout (passes/block_layout.cpp)
 };
 
 }  // namespace

@@ -269,6 +269,9 @@ class MatmulMomentum : public DnnlEpilogue {
 }  // namespace
 
 bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
+  // Blocked activations: the op's kernel picks the algorithm for them (Winograd from 32
+  // channels) and stages any channels-last argument.
+  if (node.attrs.nchw16c != 0) return false;
   if (node.op == ops::OpKind::conv2d) {
     // A plain Winograd convolution stages its activations through blocked buffers: the op's own
     // kernel does that (and runs the same kernel as eager mode); post-ops keep the direct one.

@@ -33,6 +33,17 @@ int fuse_bn_relu(Graph& graph);
 // into the velocity, the gradient is never materialized (fuse_matmul_momentum.cpp).
 int fuse_matmul_momentum(Graph& graph);
 
+// Layout propagation: 4-D f32 activations of 32+ channels (a multiple of 16) stay in oneDNN's
+// blocked nChw16c layout between the kernels that read it — convolutions, batch norm and
+// same-shape elementwise ops (which do not care about element order) — so the convolutions
+// need no reorders around them; a reorder node converts a value where it meets any other
+// kernel. Marks the nodes' Attrs::nchw16c and renumbers nodes (Graph::reorder). Returns how
+// many values it keeps blocked. Runs last, on the final schedule.
+int block_layout(Graph& graph);
+// Throws Error if some node reads a value in a layout other than the one it is in (or a graph
+// output is left blocked): the layouts' counterpart of the memory plan checker.
+void check_block_layout(const Graph& graph);
+
 // Moves each optimizer update to just after its gradient (and the parameter's last earlier
 // reader), so gradients die early. Renumbers nodes (Graph::reorder).
 int schedule_updates_early(Graph& graph);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -215,6 +216,13 @@ struct Plan {
   int64_t periods = 0;    // whole periods in `total`; the rest is a scalar tail
   int fixed_vectors = 0;  // 1..kMaxFixedVectors: period = 16·fixed_vectors; 0: any period
   bool parallel = false;
+  // Blocked (nChw16c): a period is one row of 16 channels, and every chunk_rows (= H·W)
+  // consecutive rows form a chunk of channel block chunk % blocks. Positions, the index of the
+  // per-position constants and partial sums, are then the C channels themselves.
+  int64_t chunk_rows = 0;  // 0: rows × C
+  int64_t blocks = 0;      // C / 16
+  bool blocked() const { return chunk_rows > 0; }
+  int64_t positions() const { return blocked() ? channels : period; }
 };
 
 Plan make_plan(int64_t rows, int64_t channels) {
@@ -233,9 +241,25 @@ Plan make_plan(int64_t rows, int64_t channels) {
   return p;
 }
 
+// x is logically [N, C, H, W] in nChw16c, C % 16 == 0, C > 0. The periods (rows of 16) split
+// over threads by my_periods alike in the statistics and the normalize pass, so each thread
+// normalizes the rows its statistics pass just brought into its cache.
+Plan make_blocked_plan(const Tensor& x) {
+  Plan p;
+  p.channels = x.dim(1);
+  p.total = x.numel();
+  p.period = 16;
+  p.periods = p.total / 16;
+  p.fixed_vectors = 1;
+  p.chunk_rows = x.dim(2) * x.dim(3);
+  p.blocks = p.channels / 16;
+  p.parallel = p.total >= kParallelMin && !omp_in_parallel();
+  return p;
+}
+
 std::vector<float> per_position(const Plan& plan, const float* per_channel) {
-  std::vector<float> out(static_cast<size_t>(plan.period));
-  for (int64_t p = 0; p < plan.period; ++p) out[size_t(p)] = per_channel[p % plan.channels];
+  std::vector<float> out(static_cast<size_t>(plan.positions()));
+  for (int64_t p = 0; p < plan.positions(); ++p) out[size_t(p)] = per_channel[p % plan.channels];
   return out;
 }
 
@@ -261,14 +285,22 @@ void reduce_fixed(F& f, Range r, double* pa, double* pb) {
   Vec<16> acc_a[kAcc], acc_b[kAcc];
 #pragma GCC unroll 16
   for (int i = 0; i < kAcc; ++i) acc_a[i] = acc_b[i] = vzero<16>();
+  // The add chains of one position merge in float, so a flush widens one vector per position:
+  // blocked data flushes every H·W rows (49, say), where kUnroll widenings would be a cost.
   auto flush = [&] {
 #pragma GCC unroll 16
-    for (int i = 0; i < kAcc; ++i) {
-      const int64_t pos = 16 * (i % kV);
-      vadd_to(pa + pos, acc_a[i]);
-      vadd_to(pb + pos, acc_b[i]);
-      acc_a[i] = acc_b[i] = vzero<16>();
+    for (int v = 0; v < kV; ++v) {
+      Vec<16> a = acc_a[v], b = acc_b[v];
+#pragma GCC unroll 16
+      for (int u = 1; u < kUnroll; ++u) {
+        a = vadd(a, acc_a[u * kV + v]);
+        b = vadd(b, acc_b[u * kV + v]);
+      }
+      vadd_to(pa + 16 * v, a);
+      vadd_to(pb + 16 * v, b);
     }
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc_a[i] = acc_b[i] = vzero<16>();
   };
   int64_t s = r.begin;
   int n = 0;
@@ -296,6 +328,29 @@ void reduce_fixed(F& f, Range r, double* pa, double* pb) {
     }
   }
   flush();
+}
+
+// A blocked thread range cut at chunk boundaries: seg(rows, c0) for each piece, c0 = 16·block
+// being the first channel of the piece's chunk. A thread's range may start and end inside a
+// chunk: the split is by rows, so threads stay balanced however few chunks there are.
+template <class F>
+void for_each_chunk_piece(const Plan& plan, Range r, F seg) {
+  for (int64_t s = r.begin; s < r.end;) {
+    const int64_t chunk = s / plan.chunk_rows;
+    const int64_t end = std::min(r.end, (chunk + 1) * plan.chunk_rows);
+    seg(Range{s, end, false}, 16 * (chunk % plan.blocks));
+    s = end;
+  }
+}
+
+// Blocked: each piece is rows of one vector, the C = 16 loop with the functor's constants and the
+// partial sums moved to the piece's channel block.
+template <class F>
+void reduce_blocked(const F& f, const Plan& plan, Range r, double* pa, double* pb) {
+  for_each_chunk_piece(plan, r, [&](Range piece, int64_t c0) {
+    auto shifted = [f, c0](auto w, int64_t off, int64_t pos) { return f(w, off, c0 + pos); };
+    reduce_fixed<1>(shifted, piece, pa + c0, pb + c0);
+  });
 }
 
 template <class F>
@@ -335,9 +390,9 @@ void reduce_any(F& f, int64_t period, Range r, double* pa, double* pb) {
 // Per-channel sums of f's two values over all elements, into sum_a/sum_b [C].
 template <class F>
 void reduce(const Plan& plan, F f, double* sum_a, double* sum_b) {
-  const int64_t period = plan.period;
+  const int64_t period = plan.period, positions = plan.positions();
   const int teams = plan.parallel ? omp_get_max_threads() : 1;
-  std::vector<double> parts(size_t(teams) * size_t(2 * period), 0.0);
+  std::vector<double> parts(size_t(teams) * size_t(2 * positions), 0.0);
 #pragma omp parallel if (plan.parallel)
   {
     // A private copy of the functor: its captured pointers then live in registers, where the
@@ -345,9 +400,12 @@ void reduce(const Plan& plan, F f, double* sum_a, double* sum_b) {
     // have changed it).
     F f_local = f;
     const Range r = my_periods(plan);
-    double* pa = parts.data() + size_t(omp_get_thread_num()) * size_t(2 * period);
-    double* pb = pa + period;
-    switch (plan.fixed_vectors) {
+    double* pa = parts.data() + size_t(omp_get_thread_num()) * size_t(2 * positions);
+    double* pb = pa + positions;
+    switch (plan.blocked() ? -1 : plan.fixed_vectors) {
+      case -1:
+        reduce_blocked(f_local, plan, r, pa, pb);
+        break;
       case 1:
         reduce_fixed<1>(f_local, r, pa, pb);
         break;
@@ -375,10 +433,10 @@ void reduce(const Plan& plan, F f, double* sum_a, double* sum_b) {
   std::fill(sum_a, sum_a + plan.channels, 0.0);
   std::fill(sum_b, sum_b + plan.channels, 0.0);
   for (int t = 0; t < teams; ++t) {
-    const double* pa = parts.data() + size_t(t) * size_t(2 * period);
-    for (int64_t p = 0; p < period; ++p) {
+    const double* pa = parts.data() + size_t(t) * size_t(2 * positions);
+    for (int64_t p = 0; p < positions; ++p) {
       sum_a[p % plan.channels] += pa[p];
-      sum_b[p % plan.channels] += pa[period + p];
+      sum_b[p % plan.channels] += pa[positions + p];
     }
   }
 }
@@ -398,7 +456,12 @@ void map(const Plan& plan, F f_shared) {
         for (int v = 0; v < kV; ++v) f(Width<16>{}, s * 16 * kV + 16 * v, int64_t{16} * v);
       }
     };
-    switch (plan.fixed_vectors) {
+    switch (plan.blocked() ? -1 : plan.fixed_vectors) {
+      case -1:
+        for_each_chunk_piece(plan, r, [&](Range piece, int64_t c0) {
+          for (int64_t s = piece.begin; s < piece.end; ++s) f(Width<16>{}, s * 16, c0);
+        });
+        break;
       case 1:
         fixed(Width<1>{});
         break;
@@ -430,13 +493,16 @@ void map(const Plan& plan, F f_shared) {
 // ---- The four passes.
 
 // Per-channel mean and biased variance in one read. Sums are of x - shift, shift being the
-// first row: with shift near the data, Σ(x-shift)² - (Σ(x-shift))²/M does not cancel away the
-// variance the way E[x²] - E[x]² does when |mean| ≫ std.
+// first row (n = h = w = 0): with shift near the data, Σ(x-shift)² - (Σ(x-shift))²/M does not
+// cancel away the variance the way E[x²] - E[x]² does when |mean| ≫ std.
 template <class T>
 void batch_stats(const T* x, const Plan& plan, double* mean, double* var) {
   const int64_t c = plan.channels, rows = plan.total / c;
   std::vector<float> shift_c(static_cast<size_t>(c));
-  for (int64_t i = 0; i < c; ++i) shift_c[size_t(i)] = to_float(x[i]);
+  for (int64_t i = 0; i < c; ++i) {
+    const int64_t at = plan.blocked() ? (i / 16) * plan.chunk_rows * 16 + i % 16 : i;
+    shift_c[size_t(i)] = to_float(x[at]);
+  }
   const std::vector<float> shift = per_position(plan, shift_c.data());
   const float* s = shift.data();
   std::vector<double> sum(static_cast<size_t>(c)), sq(static_cast<size_t>(c));
@@ -512,6 +578,18 @@ bool is_rows_by_channels(const Tensor& t) {
   return t.defined() && t.rank() >= 2 && t.is_dense() && (t.dim(1) == 1 || t.strides()[1] == 1);
 }
 
+bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
+  if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
+  if (x.rank() != 4 || x.dim(1) % 16 != 0 || !x.is_dense()) return false;
+  for (const Tensor* t : like_x) {
+    if (t == nullptr || !t->defined() || t->shape() != x.shape() || t->dtype() != x.dtype() ||
+        !t->is_dense()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
   if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
   if (!is_rows_by_channels(x)) return false;
@@ -531,9 +609,13 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
                              const Tensor& running_mean, const Tensor& running_var,
                              const Tensor* residual, const BatchNormRowsOptions& o, const Tensor& y,
                              const Tensor& mean_t, const Tensor& inv_std_t) {
-  if (!can_run_batch_norm_rows(x, {&y}) || (residual && !can_run_batch_norm_rows(x, {residual}))) {
-    throw Error("batch_norm_rows_forward: tensors are not rows × C alike: x " + describe(x) +
-                ", y " + describe(y));
+  const auto can_run = o.blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
+  if (!can_run(x, {&y}) || (residual && !can_run(x, {residual}))) {
+    throw Error(
+        std::string("batch_norm_rows_forward: tensors are not ") +
+        (o.blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
+        ": x " + describe(x) + ", y " + describe(y) +
+        (residual ? ", residual " + describe(*residual) : std::string()));
   }
   const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
   float* mean = mean_t.data<float>();
@@ -547,7 +629,7 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
     }
     return;
   }
-  const Plan plan = make_plan(rows, c);
+  const Plan plan = o.blocked ? make_blocked_plan(x) : make_plan(rows, c);
   if (o.training) {
     std::vector<double> m(static_cast<size_t>(c)), v(static_cast<size_t>(c));
     with_storage(x.dtype(), [&](auto tag) {
@@ -597,11 +679,14 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean_t, const Tensor& inv_std_t,
                               bool training, const Tensor& dx, const Tensor& dgamma_t,
-                              const Tensor& dbeta_t) {
-  if (!can_run_batch_norm_rows(x, {&dy, &dx}) ||
-      (relu_out && !can_run_batch_norm_rows(x, {relu_out}))) {
-    throw Error("batch_norm_rows_backward: tensors are not rows × C alike: x " + describe(x) +
-                ", dy " + describe(dy) + ", dx " + describe(dx));
+                              const Tensor& dbeta_t, bool blocked) {
+  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
+  if (!can_run(x, {&dy, &dx}) || (relu_out && !can_run(x, {relu_out}))) {
+    throw Error(
+        std::string("batch_norm_rows_backward: tensors are not ") +
+        (blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
+        ": x " + describe(x) + ", dy " + describe(dy) + ", dx " + describe(dx) +
+        (relu_out ? ", relu_out " + describe(*relu_out) : std::string()));
   }
   const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
   float* dgamma = dgamma_t.data<float>();
@@ -611,7 +696,7 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
     std::fill(dbeta, dbeta + c, 0.0f);
     return;
   }
-  const Plan plan = make_plan(rows, c);
+  const Plan plan = blocked ? make_blocked_plan(x) : make_plan(rows, c);
   const float* g = gamma.data<float>();
   const float* mean = mean_t.data<float>();
   const float* is = inv_std_t.data<float>();

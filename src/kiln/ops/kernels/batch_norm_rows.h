@@ -11,6 +11,9 @@
 // The forward optionally fuses a residual add and a relu after the normalization, and the
 // backward a relu mask (the gradient passes where the forward's relu output is > 0), so graph
 // mode can run batch_norm + [add +] relu and relu_grad + batch_norm_grad as single kernels.
+//
+// In blocked mode the same kernels take oneDNN's nChw16c layout instead (see
+// can_run_batch_norm_blocked), so graph mode need not reorder between blocked convolutions.
 #include <initializer_list>
 
 #include "kiln/core/tensor.h"
@@ -26,11 +29,21 @@ bool is_rows_by_channels(const Tensor& t);
 // `like_x` has x's shape, dtype and strides.
 bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x);
 
+// Whether the kernels below apply in blocked mode: x is a rank-4 f32 or bf16 [N, C, H, W] with
+// C % 16 == 0, dense, and every tensor in `like_x` has x's shape and dtype and is dense.
+//
+// Blocked mode is oneDNN's nChw16c, which graph mode keeps activations in between convolutions:
+// element (n, c, h, w) lives at flat offset ((n·C/16 + c/16)·H·W + h·W + w)·16 + c % 16 from
+// data(). The tensors still say [N, C, H, W] (with any dense strides, channels-last say: the
+// size is the same), but only data() is used. gamma, beta and the statistics stay f32 [C].
+bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x);
+
 struct BatchNormRowsOptions {
   bool training = true;
   double momentum = 0.9;  // running = momentum·running + (1 - momentum)·batch
   double eps = 1e-5;
   bool relu = false;
+  bool blocked = false;  // x, residual and y are nChw16c (see can_run_batch_norm_blocked)
 };
 
 // y = relu?((x - mean)·gamma·inv_std + beta + residual?), rounded once to y's dtype.
@@ -48,10 +61,11 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
 // when relu_out is non-null: then dy passes only where relu_out > 0, as relu_grad does).
 // dgamma = Σ dy·(x - mean)·inv_std and dbeta = Σ dy per channel; dx = gamma·inv_std·(dy -
 // Σdy/M - (x - mean)·inv_std²·Σdy·(x - mean)/M) in training, gamma·inv_std·dy in eval (the
-// statistics were constants). relu_out and dx are laid out like x.
+// statistics were constants). relu_out and dx are laid out like x; `blocked`: dy, relu_out, x
+// and dx are nChw16c (see can_run_batch_norm_blocked).
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
                               bool training, const Tensor& dx, const Tensor& dgamma,
-                              const Tensor& dbeta);
+                              const Tensor& dbeta, bool blocked = false);
 
 }  // namespace kiln::ops

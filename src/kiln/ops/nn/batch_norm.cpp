@@ -76,11 +76,17 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
   Tensor gamma = nn::row_major(in[1]), beta = nn::row_major(in[2]);
   float* rm = f32_data(in[3], kBatchNorm, "running_mean");
   float* rv = f32_data(in[4], kBatchNorm, "running_var");
-  if (can_run_batch_norm_rows(x, {&y})) {
-    batch_norm_rows_forward(
-        x, gamma, beta, in[3], in[4], nullptr,
-        {.training = a.training, .momentum = a.momentum, .eps = a.eps, .relu = false}, y, out[1],
-        out[2]);
+  // Graph mode may hand x and y over in oneDNN's blocked layout (Attrs::nchw16c): only the rows
+  // kernels read it.
+  const bool blocked = a.nchw16c != 0;
+  if (blocked || can_run_batch_norm_rows(x, {&y})) {
+    batch_norm_rows_forward(x, gamma, beta, in[3], in[4], nullptr,
+                            {.training = a.training,
+                             .momentum = a.momentum,
+                             .eps = a.eps,
+                             .relu = false,
+                             .blocked = blocked},
+                            y, out[1], out[2]);
     return;
   }
   int64_t c = x.dim(1);
@@ -162,8 +168,10 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   Tensor dy = same_layout(in[0], dx);
   Tensor gamma = nn::row_major(in[2]), mean = nn::row_major(in[3]);
   Tensor inv_std = nn::row_major(in[4]);
-  if (can_run_batch_norm_rows(x, {&dy, &dx})) {
-    batch_norm_rows_backward(dy, nullptr, x, gamma, mean, inv_std, a.training, dx, out[1], out[2]);
+  const bool blocked = a.nchw16c != 0;  // as in bn_kernel
+  if (blocked || can_run_batch_norm_rows(x, {&dy, &dx})) {
+    batch_norm_rows_backward(dy, nullptr, x, gamma, mean, inv_std, a.training, dx, out[1], out[2],
+                             blocked);
     return;
   }
   int64_t c = x.dim(1);

@@ -86,7 +86,7 @@ WindowArgs window_args(const Attrs& a) {
 }
 
 void add_conv_key(Key& key, const ConvGeom& g, const Attrs& a) {
-  key.add(g.groups);
+  key.add(g.groups).add(int64_t(a.nchw16c));
   for (int i = 0; i < 2; ++i) key.add(a.stride[i]).add(a.padding[i]).add(a.dilation[i]);
 }
 
@@ -116,9 +116,52 @@ struct ConvAlgorithm {
   dnnl::memory::desc src, dst;  // activations as the primitive reads/writes them
 };
 
+// Graph mode can keep activations in the blocked layout between ops (Attrs::nchw16c, see
+// graph/passes/block_layout.cpp). Such a convolution runs every activation blocked (one that
+// arrives channels-last is staged), and without reorders around it Winograd pays off from 32
+// channels: 32->32 at 14x14, batch 128, activations already blocked, cold cache, ms —
+// direct channels-last 1.32/1.43/1.34 (forward/backward-data/backward-weights), direct blocked
+// 1.22/1.30/1.29, Winograd blocked 1.22/1.21/1.18; 64->64 at 7x7: 1.32/1.44/1.36 channels-last,
+// 0.92/0.91/1.02 Winograd blocked.
+bool runs_blocked(const Attrs& a) {
+  return a.nchw16c != 0;
+}
+
+dnnl::memory::desc blocked_desc(const dnnl::memory::desc& md) {
+  return dnnl::memory::desc(md.dims(), md.data_type(), tag::nChw16c);
+}
+
+// How activation `t` is laid out in memory: channels-last as its strides say, or blocked where
+// graph mode says so. In a blocked convolution a channels-last tensor of 16 channels is
+// described as blocked too: with one block of 16 the two layouts are the same bytes.
+dnnl::memory::desc activation_desc(const Tensor& t, bool is_blocked, const Attrs& a,
+                                   std::string_view op) {
+  dnnl::memory::desc md = desc_of(t, op);
+  if (is_blocked || (runs_blocked(a) && t.dim(1) == 16 && t.is_channels_last())) {
+    return blocked_desc(md);
+  }
+  return md;
+}
+
 ConvAlgorithm choose_algorithm(const ConvGeom& g, const Attrs& a, DType dtype,
                                const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
                                const dnnl::memory::desc* bias, const dnnl::memory::desc& dst) {
+  if (runs_blocked(a)) {
+    ConvAlgorithm blocked{dnnl::algorithm::convolution_direct,
+                          g.c % 16 == 0 ? blocked_desc(src) : src,
+                          g.o % 16 == 0 ? blocked_desc(dst) : dst};
+    if (dtype == DType::f32 && g.groups == 1 && g.kh == 3 && g.kw == 3 && a.stride[0] == 1 &&
+        a.stride[1] == 1 && a.dilation[0] == 1 && a.dilation[1] == 1 && g.c % 16 == 0 &&
+        g.o % 16 == 0 && g.c >= 32 && g.o >= 32) {
+      try {
+        forward_pd(blocked.src, wei, bias, blocked.dst, a, dnnl::algorithm::convolution_winograd);
+        blocked.alg = dnnl::algorithm::convolution_winograd;
+      } catch (const dnnl::error&) {
+        // Declined for this shape: direct it is.
+      }
+    }
+    return blocked;
+  }
   if (winograd_conv(dtype, Shape{g.n, g.c, g.h, g.w}, Shape{g.o, g.c, g.kh, g.kw}, a)) {
     ConvAlgorithm wino{dnnl::algorithm::convolution_winograd,
                        dnnl::memory::desc(src.dims(), src.data_type(), tag::nChw16c),
@@ -238,7 +281,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   if (y.numel() == 0) return;
   // One input channel (grayscale images): a hand-written kernel, up to 2x faster than oneDNN's
   // here (numbers in kernels/conv_single_channel.h).
-  if (can_run_single_channel_conv(x, w.shape(), a) && y.is_channels_last() &&
+  if (!runs_blocked(a) && can_run_single_channel_conv(x, w.shape(), a) && y.is_channels_last() &&
       (!has_bias || bias.dtype() == DType::f32)) {
     single_channel_conv_forward(x, w, has_bias ? &bias : nullptr, false, y);
     return;
@@ -249,7 +292,8 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   add_conv_key(key, g, a);
   thread_local PrimitiveCache<ConvPrim> cache;
   ConvPrim& p = cache.get(key, [&] {
-    auto src = desc_of(x, kConv), dst = desc_of(y, kConv);
+    auto src = activation_desc(x, input_is_nchw16c(a, 0), a, kConv);
+    auto dst = activation_desc(y, output_is_nchw16c(a, 0), a, kConv);
     dnnl::memory::desc bmd;
     if (has_bias) bmd = desc_of(bias, kConv);
     auto wany = weights_desc(g, x.dtype(), true);
@@ -336,7 +380,8 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
   }
   // Few input channels: a GEMM plus a hand-written col2im, faster than oneDNN's kernel there
   // (numbers and the rule in kernels/conv_col2im.h).
-  if (can_run_gemm_backward_data(dy, w.shape(), dx.shape(), a) && dx.is_channels_last()) {
+  if (!runs_blocked(a) && can_run_gemm_backward_data(dy, w.shape(), dx.shape(), a) &&
+      dx.is_channels_last()) {
     gemm_backward_data(dy, w, dx);
     return;
   }
@@ -345,7 +390,8 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
   add_conv_key(key, g, a);
   thread_local PrimitiveCache<ConvPrim> cache;
   ConvPrim& p = cache.get(key, [&] {
-    auto diff_src = desc_of(dx, kConvBwdData), diff_dst = desc_of(dy, kConvBwdData);
+    auto diff_src = activation_desc(dx, output_is_nchw16c(a, 0), a, kConvBwdData);
+    auto diff_dst = activation_desc(dy, input_is_nchw16c(a, 0), a, kConvBwdData);
     auto wany = weights_desc(g, dy.dtype(), true);
     ConvAlgorithm alg = choose_algorithm(g, a, dy.dtype(), diff_src, wany, nullptr, diff_dst);
     auto hint = forward_pd(alg.src, wany, nullptr, alg.dst, a, alg.alg);
@@ -420,7 +466,9 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   Tensor dy = to_channels_last(in[0]);
   Tensor x = to_channels_last(in[1]);
   Tensor& dw = out[0];
-  const bool separate_bias_sum = out.size() == 2 && dy.nbytes() <= kSeparateBiasSumBytes;
+  // (The separate sum reads dy through its strides: not when it is blocked.)
+  const bool separate_bias_sum =
+      out.size() == 2 && dy.nbytes() <= kSeparateBiasSumBytes && !input_is_nchw16c(a, 0);
   const bool has_bias = out.size() == 2 && !separate_bias_sum;
   ConvGeom g = conv_geom(kConvBwdWeights, x.shape(), dw.shape(), a, {});
   if (dy.numel() == 0 || x.numel() == 0) {
@@ -428,7 +476,8 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
     return;
   }
   // One input channel: a hand-written kernel that also sums the bias gradient in the same pass.
-  if (can_run_single_channel_conv(x, dw.shape(), a, /*backward_weights=*/true) &&
+  if (!runs_blocked(a) &&
+      can_run_single_channel_conv(x, dw.shape(), a, /*backward_weights=*/true) &&
       dy.is_channels_last()) {
     single_channel_conv_backward_weights(dy, x, dw, out.size() == 2 ? &out[1] : nullptr);
     return;
@@ -438,7 +487,8 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   add_conv_key(key, g, a);
   thread_local PrimitiveCache<ConvPrim> cache;
   ConvPrim& p = cache.get(key, [&] {
-    auto src = desc_of(x, kConvBwdWeights), diff_dst = desc_of(dy, kConvBwdWeights);
+    auto src = activation_desc(x, input_is_nchw16c(a, 1), a, kConvBwdWeights);
+    auto diff_dst = activation_desc(dy, input_is_nchw16c(a, 0), a, kConvBwdWeights);
     auto wany = weights_desc(g, x.dtype(), true);
     dnnl::memory::desc bmd;
     if (has_bias) bmd = desc_of(out[1], kConvBwdWeights);

@@ -1,0 +1,164 @@
+#include "graph_test_util.h"
+#include "kiln/graph/passes/passes.h"
+
+namespace kiln::graph {
+namespace {
+using namespace testing;
+
+Tensor channels_last(const Tensor& t) {
+  Tensor out = Tensor::empty_strided(t.shape(), channels_last_strides(t.shape()), t.dtype());
+  out.copy_from(t);
+  return out;
+}
+
+// A ResNet basic block (conv-BN-relu-conv-BN + shortcut, relu) from `in` to `out` channels,
+// then a loss. With in != out the block halves the size and its shortcut is a strided 1x1
+// conv + BN, as where ResNet-20 changes stage. params: w1, g1, b1, w2, g2, b2[, ws, gs, bs];
+// state holds the running statistics.
+struct Block {
+  Block(int64_t in, int64_t out) : downsample(in != out) {
+    const int64_t c = out;
+    params = {random_tensor({c, in, 3, 3}, 1, -0.2f, 0.2f),
+              random_tensor({c}, 2, 0.5f, 1.5f),
+              random_tensor({c}, 3),
+              random_tensor({c, c, 3, 3}, 4, -0.2f, 0.2f),
+              random_tensor({c}, 5, 0.5f, 1.5f),
+              random_tensor({c}, 6)};
+    stats = {Tensor::zeros({c}), Tensor::ones({c}), Tensor::zeros({c}), Tensor::ones({c})};
+    if (downsample) {
+      params.push_back(random_tensor({c, in, 1, 1}, 9, -0.5f, 0.5f));
+      params.push_back(random_tensor({c}, 10, 0.5f, 1.5f));
+      params.push_back(random_tensor({c}, 11));
+      stats.push_back(Tensor::zeros({c}));
+      stats.push_back(Tensor::ones({c}));
+    }
+  }
+  explicit Block(int64_t channels) : Block(channels, channels) {}
+  Tensor loss(const Tensor& x) const {
+    const auto& p = params;
+    const int64_t stride = downsample ? 2 : 1;
+    Tensor h = ops::conv2d(x, p[0], Tensor(), {.stride = {stride, stride}, .padding = {1, 1}});
+    h = ops::relu(ops::batch_norm(h, p[1], p[2], stats[0], stats[1], true, 0.9, 1e-5)[0]);
+    h = ops::conv2d(h, p[3], Tensor(), {.padding = {1, 1}});
+    h = ops::batch_norm(h, p[4], p[5], stats[2], stats[3], true, 0.9, 1e-5)[0];
+    Tensor shortcut = x;
+    if (downsample) {
+      shortcut = ops::conv2d(x, p[6], Tensor(), {.stride = {2, 2}});
+      shortcut = ops::batch_norm(shortcut, p[7], p[8], stats[4], stats[5], true, 0.9, 1e-5)[0];
+    }
+    Tensor y = ops::relu(ops::add(h, shortcut));
+    return ops::mean(ops::square(y));
+  }
+  bool downsample;
+  Graph trace_step(const Tensor& x) {
+    Graph g;
+    Tracer tracer(g);
+    tracer.bind_state(numbered("p", params, numbered("s", stats)));
+    Tensor tx = tracer.input(ops::meta_of(x), "x");
+    Tensor l = loss(tx);
+    std::vector<Tensor> grads = gradients(tracer, l, params);
+    Tensor lr = Tensor::scalar(0.05);
+    for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
+    tracer.add_output(l);
+    tracer.finish();
+    return g;
+  }
+  std::vector<Tensor> params, stats;
+};
+
+struct StepResult {
+  std::vector<float> losses;
+  std::vector<Tensor> params, stats;
+  CompileReport report;
+  std::vector<NodeType> types;
+};
+
+StepResult train(int64_t channels, bool block_layout, int steps = 3, int64_t size = 6,
+                 int64_t batch = 4, int64_t out_channels = 0) {
+  Block block(channels, out_channels ? out_channels : channels);
+  Tensor x = channels_last(random_tensor({batch, channels, size, size}, 7));
+  Executable exe(block.trace_step(x), {.fusion = true, .block_layout = block_layout});
+  StepResult r;
+  for (int s = 0; s < steps; ++s)
+    r.losses.push_back(exe.run(std::vector<Tensor>{x})[0].item<float>());
+  r.params = block.params;
+  r.stats = block.stats;
+  r.report = exe.report();
+  for (NodeId n : exe.graph().schedule()) r.types.push_back(exe.graph().node(n).type);
+  return r;
+}
+
+// 32 channels: the convolutions, batch norms and their fused relu / residual / relu_grad run
+// blocked (Winograd convolutions), and the step trains exactly as the channels-last one does.
+TEST(BlockLayout, ResidualBlockRunsBlockedAndMatchesChannelsLast) {
+  StepResult blocked = train(32, true), plain = train(32, false);
+  EXPECT_GT(blocked.report.blocked_values, 8);
+  EXPECT_GT(blocked.report.layout_reorders, 0);  // the input, and the loss's square/mean
+  EXPECT_LT(blocked.report.layout_reorders, blocked.report.blocked_values);
+  EXPECT_EQ(plain.report.blocked_values, 0);
+  EXPECT_EQ(std::count(plain.types.begin(), plain.types.end(), NodeType::reorder), 0);
+  for (size_t s = 0; s < blocked.losses.size(); ++s) {
+    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
+        << "step " << s;
+  }
+  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
+  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+}
+
+// 64 channels (four blocks) at an odd size, the shapes of ResNet-20's last stage, on enough
+// data that the batch-norm kernels split it between threads.
+TEST(BlockLayout, FourBlocksOfChannelsMatchChannelsLast) {
+  StepResult blocked = train(64, true, 3, 7, 16), plain = train(64, false, 3, 7, 16);
+  EXPECT_GT(blocked.report.blocked_values, 8);
+  for (size_t s = 0; s < blocked.losses.size(); ++s) {
+    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
+        << "step " << s;
+  }
+  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
+  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+}
+
+// Where a stage changes: 32 -> 64 channels, stride 2, 1x1 conv + BN shortcut.
+TEST(BlockLayout, DownsamplingBlockMatchesChannelsLast) {
+  StepResult blocked = train(32, true, 3, 14, 8, 64), plain = train(32, false, 3, 14, 8, 64);
+  EXPECT_GT(blocked.report.blocked_values, 8);
+  for (size_t s = 0; s < blocked.losses.size(); ++s) {
+    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
+        << "step " << s;
+  }
+  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
+  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+}
+
+// With 16 channels the layouts are the same bytes and nothing is converted; the pass leaves
+// such graphs alone.
+TEST(BlockLayout, SixteenChannelsStayChannelsLast) {
+  StepResult r = train(16, true, 1);
+  EXPECT_EQ(r.report.blocked_values, 0);
+  EXPECT_EQ(r.report.layout_reorders, 0);
+}
+
+// The checker rejects a node told to read a layout its input is not in.
+TEST(BlockLayout, CheckerCatchesALayoutMismatch) {
+  Block block(32);
+  Tensor x = channels_last(random_tensor({2, 32, 5, 5}, 8));
+  Graph g = block.trace_step(x);
+  passes::fuse_bn_relu(g);
+  g.reorder(g.schedule());
+  ASSERT_GT(passes::block_layout(g), 0);
+  EXPECT_NO_THROW(passes::check_block_layout(g));
+  bool flipped = false;
+  for (NodeId n : g.schedule()) {
+    Node& node = g.node(n);
+    if (!flipped && node.type == NodeType::op && node.op == ops::OpKind::conv2d_backward_weights &&
+        ops::input_is_nchw16c(node.attrs, 0)) {
+      node.attrs.nchw16c &= ~1u;  // claims dy is channels-last
+      flipped = true;
+    }
+  }
+  ASSERT_TRUE(flipped);
+  EXPECT_THROW(passes::check_block_layout(g), Error);
+}
+
+}  // namespace
+}  // namespace kiln::graph
