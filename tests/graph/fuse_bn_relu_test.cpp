@@ -50,10 +50,12 @@ TEST(FuseBnRelu, ForwardAndBackwardFuseAndAgree) {
           EXPECT_EQ(node.outputs.size(), 3u);
         }
         if (node.type == NodeType::bn_relu_grad) {
-          ASSERT_EQ(node.inputs.size(), 6u);
+          ASSERT_EQ(node.inputs.size(), 7u);
           EXPECT_EQ(exe.graph().value(node.inputs[1]).producer,
                     exe.graph().value(node.inputs[4]).producer)
               << "relu output r and mean come from the same fused forward";
+          EXPECT_EQ(exe.graph().value(node.inputs[6]).name, "beta")
+              << "no residual: the kernel recomputes the relu mask from x and beta";
         }
       }
     }

@@ -53,8 +53,9 @@ class BnReluForward : public SpecialKernel {
   ops::BatchNormRowsOptions options_;
 };
 
-// inputs: g (gradient of r), r (the forward's relu output), x, gamma, mean, inv_std;
-// outputs: dx, dgamma, dbeta. g passes where r > 0, as relu_grad(g, r) would have let it.
+// inputs: g (gradient of r), r (the forward's relu output), x, gamma, mean, inv_std[, beta];
+// outputs: dx, dgamma, dbeta. g passes where r > 0, as relu_grad(g, r) would have let it; with
+// beta (a forward without residual) the kernel finds those elements from x instead of r.
 class BnReluBackward : public SpecialKernel {
  public:
   BnReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
@@ -63,7 +64,9 @@ class BnReluBackward : public SpecialKernel {
         training_(node.attrs.training),
         blocked_(node.attrs.nchw16c != 0) {
     const Tensor& x = in[2];
-    for (int i = 3; i < 6; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, mean, inv_std");
+    for (size_t i = 3; i < in.size(); ++i) {
+      check_vector(node, in[i], x.dim(1), "gamma, mean, inv_std, beta");
+    }
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "dgamma, dbeta");
     if (blocked_ ? !ops::can_run_batch_norm_blocked(x, {&in[0], &in[1], &out[0]})
                  : !ops::can_run_batch_norm_rows(x, {&in[0], &in[1], &out[0]})) {
@@ -74,7 +77,8 @@ class BnReluBackward : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::batch_norm_rows_backward(in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], training_,
-                                  out_[0], out_[1], out_[2], blocked_);
+                                  out_[0], out_[1], out_[2], blocked_,
+                                  in_.size() > 6 ? &in_[6] : nullptr);
   }
 
  private:

@@ -12,9 +12,14 @@
 //
 // Backward: t = relu_grad(g, r); (dx, dgamma, dbeta) = batch_norm_grad(t, x, gamma, mean, inv_std)
 //                                                                    [t read by the BN grad only]
-//       ->  (dx, dgamma, dbeta) = fused[relu_grad,batch_norm_grad](g, r, x, gamma, mean, inv_std)
-// t is never written: the kernel masks g with r > 0 as it reads it, which is what relu_grad(g, r)
-// computed. (After a residual add t usually also feeds the shortcut's gradient, and then stays.)
+//       ->  (dx, dgamma, dbeta) = fused[relu_grad,batch_norm_grad](g, r, x, gamma, mean, inv_std,
+//                                                                   beta)
+// t is never written: the kernel masks g where relu_grad(g, r) would have, r > 0. For f32 it
+// does not even read r: r > 0 exactly where the forward's pre-relu value
+// fma(x - mean, gamma·inv_std, beta) > 0, which it recomputes from x (read anyway) and beta,
+// with the forward's own float arithmetic. (After a residual add t usually also feeds the
+// shortcut's gradient, and then stays; where it does not, r depends on the shortcut too, so
+// no beta is passed and r is read.)
 //
 // Runs before fuse_elementwise, which would otherwise take the add + relu.
 #include "kiln/graph/passes/passes.h"
@@ -65,7 +70,9 @@ bool can_move_bn(const Graph& graph, const ScheduleView& view, const Node& bn, N
 }
 
 // relu_grad(g, r) feeding only this BN's gradient -> one fused backward node. Returns 1 if fused.
-int fuse_backward(Graph& graph, const ScheduleView& view, ValueId r, ValueId x,
+// `beta` (kNoValue after a residual add, where r also depends on the shortcut): the BN's beta,
+// from which the kernel recomputes the relu mask out of x instead of reading r.
+int fuse_backward(Graph& graph, const ScheduleView& view, ValueId r, ValueId x, ValueId beta,
                   const std::vector<ValueId>& bn_outputs) {
   const ops::TensorMeta& xm = graph.value(x).meta;
   for (NodeId rg_id : view.users[size_t(r)]) {
@@ -86,6 +93,7 @@ int fuse_backward(Graph& graph, const ScheduleView& view, ValueId r, ValueId x,
     bwd.op = OpKind::batch_norm_grad;
     bwd.attrs = bg.attrs;
     bwd.inputs = {g, r, x, bg.inputs[2], bg.inputs[3], bg.inputs[4]};
+    if (beta != kNoValue) bwd.inputs.push_back(beta);
     bwd.outputs = bg.outputs;
     bwd.members = {"relu_grad", "batch_norm_grad"};
     graph.node(rg_id).dead = true;
@@ -154,7 +162,8 @@ int fuse_bn_relu(Graph& graph) {
       v.output_index = int(i);
     }
     ++fused;
-    fused += fuse_backward(graph, view, r, x, bn_outputs);
+    fused += fuse_backward(graph, view, r, x,
+                           shortcut == kNoValue ? graph.node(at).inputs[2] : kNoValue, bn_outputs);
   }
   return fused;
 }

@@ -534,33 +534,67 @@ void normalize(const T* x, const T* residual, T* y, const Plan& plan, const floa
   });
 }
 
-template <class T, bool kMask>
-void grad_sums(const T* dy, const T* relu_out, const T* x, const Plan& plan, const float* mean,
+// Where the relu mask of the fused backward comes from: none, the forward's relu output r
+// (pass where r > 0), or x itself, recomputing the forward's pre-relu value
+// fma(x - mean, gamma·inv_std, beta) exactly as normalize() did (pass where it is > 0: the
+// same elements, without reading r).
+enum class Mask { none, from_output, from_input };
+
+// What the mask reads: r (from_output), or the per-position scale and beta (from_input).
+template <class T>
+struct MaskSource {
+  const T* relu_out = nullptr;
+  const float* scale = nullptr;
+  const float* beta = nullptr;
+};
+
+template <Mask kMask, int W, class T>
+inline Vec<W> masked(Vec<W> g, const MaskSource<T>& m, Vec<W> xmu, int64_t off, int64_t pos) {
+  if constexpr (kMask == Mask::from_output) return vpass(vload<W>(m.relu_out + off), g);
+  if constexpr (kMask == Mask::from_input) {
+    return vpass(vfma(xmu, vload<W>(m.scale + pos), vload<W>(m.beta + pos)), g);
+  }
+  return g;
+}
+
+template <class T, Mask kMask>
+void grad_sums(const T* dy, MaskSource<T> m, const T* x, const Plan& plan, const float* mean,
                double* sum_dy, double* sum_dy_xmu) {
   reduce(
       plan,
       [=](auto w, int64_t off, int64_t pos) {
         constexpr int W = decltype(w)::value;
-        Vec<W> g = vload<W>(dy + off);
-        if constexpr (kMask) g = vpass(vload<W>(relu_out + off), g);
         const Vec<W> xmu = vsub(vload<W>(x + off), vload<W>(mean + pos));
+        const Vec<W> g = masked<kMask>(vload<W>(dy + off), m, xmu, off, pos);
         return std::pair{g, vmul(g, xmu)};
       },
       sum_dy, sum_dy_xmu);
 }
 
 // dx = k_dy·dy + k_xmu·(x - mean) + k_const.
-template <class T, bool kMask>
-void grad_input(const T* dy, const T* relu_out, const T* x, T* dx, const Plan& plan,
+template <class T, Mask kMask>
+void grad_input(const T* dy, MaskSource<T> m, const T* x, T* dx, const Plan& plan,
                 const float* mean, const float* k_dy, const float* k_xmu, const float* k_const) {
   map(plan, [=](auto w, int64_t off, int64_t pos) {
     constexpr int W = decltype(w)::value;
-    Vec<W> g = vload<W>(dy + off);
-    if constexpr (kMask) g = vpass(vload<W>(relu_out + off), g);
     const Vec<W> xmu = vsub(vload<W>(x + off), vload<W>(mean + pos));
+    const Vec<W> g = masked<kMask>(vload<W>(dy + off), m, xmu, off, pos);
     const Vec<W> rest = vfma(xmu, vload<W>(k_xmu + pos), vload<W>(k_const + pos));
     vstore<W>(dx + off, vfma(g, vload<W>(k_dy + pos), rest));
   });
+}
+
+// Calls f(std::integral_constant<Mask, ...>) for the runtime choice.
+template <class F>
+void with_mask(Mask m, F f) {
+  switch (m) {
+    case Mask::none:
+      return f(std::integral_constant<Mask, Mask::none>{});
+    case Mask::from_output:
+      return f(std::integral_constant<Mask, Mask::from_output>{});
+    case Mask::from_input:
+      return f(std::integral_constant<Mask, Mask::from_input>{});
+  }
 }
 
 template <class F>
@@ -679,7 +713,7 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean_t, const Tensor& inv_std_t,
                               bool training, const Tensor& dx, const Tensor& dgamma_t,
-                              const Tensor& dbeta_t, bool blocked) {
+                              const Tensor& dbeta_t, bool blocked, const Tensor* relu_beta) {
   const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
   if (!can_run(x, {&dy, &dx}) || (relu_out && !can_run(x, {relu_out}))) {
     throw Error(
@@ -701,12 +735,33 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
   const float* mean = mean_t.data<float>();
   const float* is = inv_std_t.data<float>();
   const std::vector<float> mean_p = per_position(plan, mean);
+  // The relu mask from x where the storage is f32: rounding the pre-relu value to bf16 could
+  // turn a tiny positive one into 0, so bf16 reads r.
+  const Mask mask = relu_out == nullptr                               ? Mask::none
+                    : relu_beta != nullptr && x.dtype() == DType::f32 ? Mask::from_input
+                                                                      : Mask::from_output;
+  std::vector<float> scale_p, beta_p;
+  if (mask == Mask::from_input) {
+    if (relu_beta->dtype() != DType::f32 || relu_beta->shape() != Shape{c} ||
+        !relu_beta->is_contiguous()) {
+      throw Error("batch_norm_rows_backward: beta must be contiguous f32[" + std::to_string(c) +
+                  "], got " + describe(*relu_beta));
+    }
+    // As the forward computed it: the same float products, so the same fma, bit for bit.
+    std::vector<float> scale_c(static_cast<size_t>(c));
+    for (int64_t i = 0; i < c; ++i) scale_c[size_t(i)] = float(double(g[i]) * double(is[i]));
+    scale_p = per_position(plan, scale_c.data());
+    beta_p = per_position(plan, relu_beta->data<float>());
+  }
   std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* r = relu_out ? relu_out->data<T>() : nullptr;
-    auto kernel = r ? grad_sums<T, true> : grad_sums<T, false>;
-    kernel(dy.data<T>(), r, x.data<T>(), plan, mean_p.data(), sum_dy.data(), sum_dy_xmu.data());
+    const MaskSource<T> m{mask == Mask::from_output ? relu_out->data<T>() : nullptr, scale_p.data(),
+                          beta_p.data()};
+    with_mask(mask, [&](auto kind) {
+      grad_sums<T, decltype(kind)::value>(dy.data<T>(), m, x.data<T>(), plan, mean_p.data(),
+                                          sum_dy.data(), sum_dy_xmu.data());
+    });
   });
   std::vector<float> k_dy(static_cast<size_t>(c)), k_xmu(static_cast<size_t>(c)),
       k_const(static_cast<size_t>(c));
@@ -726,10 +781,13 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
   const std::vector<float> k_const_p = per_position(plan, k_const.data());
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* r = relu_out ? relu_out->data<T>() : nullptr;
-    auto kernel = r ? grad_input<T, true> : grad_input<T, false>;
-    kernel(dy.data<T>(), r, x.data<T>(), dx.data<T>(), plan, mean_p.data(), k_dy_p.data(),
-           k_xmu_p.data(), k_const_p.data());
+    const MaskSource<T> m{mask == Mask::from_output ? relu_out->data<T>() : nullptr, scale_p.data(),
+                          beta_p.data()};
+    with_mask(mask, [&](auto kind) {
+      grad_input<T, decltype(kind)::value>(dy.data<T>(), m, x.data<T>(), dx.data<T>(), plan,
+                                           mean_p.data(), k_dy_p.data(), k_xmu_p.data(),
+                                           k_const_p.data());
+    });
   });
 }
 

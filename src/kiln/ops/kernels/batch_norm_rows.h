@@ -63,9 +63,14 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
 // Σdy/M - (x - mean)·inv_std²·Σdy·(x - mean)/M) in training, gamma·inv_std·dy in eval (the
 // statistics were constants). relu_out and dx are laid out like x; `blocked`: dy, relu_out, x
 // and dx are nChw16c (see can_run_batch_norm_blocked).
+// relu_beta (with relu_out, f32 storage): the forward's beta, to recompute the relu's mask from
+// x as the forward computed its pre-relu value instead of reading relu_out — one tensor fewer
+// to read in both passes. Only for a forward without residual, whose gamma, mean and inv_std
+// these are.
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
                               bool training, const Tensor& dx, const Tensor& dgamma,
-                              const Tensor& dbeta, bool blocked = false);
+                              const Tensor& dbeta, bool blocked = false,
+                              const Tensor* relu_beta = nullptr);
 
 }  // namespace kiln::ops
