@@ -163,5 +163,76 @@ TEST(FuseBnRelu, ResidualAddAndReluFuseIntoTheSecondBatchNorm) {
   }
 }
 
+// Two residual blocks without convolutions inside, after a 1x1 conv (so the first block's input
+// needs its gradient): the gradient reaching the first block's output is the shortcut's plus the
+// second block's, added and masked by the output's relu, and feeds the first block's last BN
+// gradient. The add, relu_grad and BN gradient fuse into one node that also writes the masked
+// sum (the shortcut's gradient reads it); fused and unfused steps agree.
+TEST(FuseBnRelu, BlockOutputGradientFusesIntoTheBatchNormGradient) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const double tol = dtype == DType::bf16 ? 2e-3 : 1e-6;
+    Tensor x = channels_last(ops::cast(random_tensor({6, 16, 5, 5}, 7, -1, 2), dtype));
+    auto make = [] {
+      std::vector<Tensor> p{random_tensor({16, 16, 1, 1}, 30, -0.3f, 0.3f)};
+      for (uint64_t i = 0; i < 4; ++i) {
+        p.push_back(random_tensor({16}, 10 + i, 0.5f, 1.5f));
+        p.push_back(random_tensor({16}, 20 + i));
+        p.push_back(Tensor::zeros({16}));
+        p.push_back(Tensor::ones({16}));
+      }
+      return p;
+    };
+    auto bn = [](const std::vector<Tensor>& p, int i, const Tensor& in) {
+      size_t k = size_t(1 + 4 * i);
+      return ops::batch_norm(in, p[k], p[k + 1], p[k + 2], p[k + 3], true, 0.9, 1e-5)[0];
+    };
+    std::vector<std::vector<Tensor>> results;
+    std::vector<float> losses;
+    for (bool fusion : {false, true}) {
+      std::vector<Tensor> p = make();
+      Tensor lr = Tensor::scalar(0.1);
+      Graph g;
+      {
+        Tracer tracer(g);
+        tracer.bind_state(numbered("p", p));
+        Tensor tx = tracer.input(ops::meta_of(x), "x");
+        Tensor h = ops::conv2d(tx, ops::cast(p[0], dtype), Tensor(), {});
+        Tensor z1 = ops::relu(ops::add(bn(p, 1, ops::relu(bn(p, 0, h))), h));
+        Tensor z2 = ops::relu(ops::add(bn(p, 3, ops::relu(bn(p, 2, z1))), z1));
+        Tensor l = ops::mean(ops::square(ops::cast(z2, DType::f32)));
+        std::vector<Tensor> params{p[0]};
+        for (size_t i = 1; i < p.size(); i += 4) {
+          params.push_back(p[i]);
+          params.push_back(p[i + 1]);
+        }
+        std::vector<Tensor> grads = gradients(tracer, l, params);
+        for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
+        tracer.add_output(l);
+        tracer.finish();
+      }
+      Executable exe(std::move(g), {.fusion = fusion});
+      if (fusion) {
+        EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_add_relu_grad), 1);
+        EXPECT_EQ(count_members(exe.graph(), {"add", "relu_grad", "batch_norm_grad"}), 1);
+        for (NodeId n : exe.graph().schedule()) {
+          const Node& node = exe.graph().node(n);
+          if (node.type != NodeType::bn_add_relu_grad) continue;
+          EXPECT_EQ(node.outputs.size(), 4u);
+          EXPECT_GT(exe.graph().users()[size_t(node.outputs[3])].size(), 0u)
+              << "the masked sum is also the shortcut's gradient";
+        }
+      }
+      for (int s = 0; s < 2; ++s) {
+        losses.push_back(exe.run(std::vector<Tensor>{x})[0].item<float>());
+      }
+      results.push_back(p);
+    }
+    EXPECT_NEAR(losses[0], losses[2], tol * 10);
+    EXPECT_NEAR(losses[1], losses[3], tol * 10);
+    expect_all_close(results[1], results[0], tol, 1e-5, "params and running stats");
+  }
+}
+
 }  // namespace
 }  // namespace kiln::graph

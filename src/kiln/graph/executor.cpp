@@ -169,6 +169,7 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
           break;
         case NodeType::bn_relu:
         case NodeType::bn_relu_grad:
+        case NodeType::bn_add_relu_grad:
           ++report.fused_bn_relu;
           break;
         case NodeType::fused_update:

@@ -21,6 +21,7 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
       return make_epilogue_kernel(node, inputs, outputs);
     case NodeType::bn_relu:
     case NodeType::bn_relu_grad:
+    case NodeType::bn_add_relu_grad:
       return make_bn_relu_kernel(node, inputs, outputs);
     case NodeType::fused_reduction:
       return make_reduction_kernel(node, inputs, outputs);

@@ -241,6 +241,7 @@ std::string node_label(const Node& node) {
     case NodeType::epilogue:
     case NodeType::bn_relu:
     case NodeType::bn_relu_grad:
+    case NodeType::bn_add_relu_grad:
     case NodeType::fused_update: {
       std::string s = "fused[";
       for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];

@@ -55,6 +55,7 @@ enum class NodeType : uint8_t {
   epilogue,           // conv2d/matmul (`op`) with `post_ops` folded in
   bn_relu,            // batch_norm + [residual add +] relu (forward)
   bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
+  bn_add_relu_grad,   // add + relu_grad + batch_norm_grad (backward, at a residual block's end)
   fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`)
   reorder,            // a 4-D activation between channels-last and oneDNN's blocked nChw16c
                       // (direction in attrs.nchw16c; passes/block_layout.cpp)

@@ -87,12 +87,46 @@ class BnReluBackward : public SpecialKernel {
   bool blocked_;  // x, g, r and dx in oneDNN's nChw16c layout (passes/block_layout.cpp)
 };
 
+// inputs: a, b (the two gradients arriving at a block's output), r (that output, after its
+// relu), x, gamma, mean, inv_std; outputs: dx, dgamma, dbeta, dy = relu_grad(a + b, r).
+class BnAddReluBackward : public SpecialKernel {
+ public:
+  BnAddReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
+      : in_(in.begin(), in.end()),
+        out_(out.begin(), out.end()),
+        training_(node.attrs.training),
+        blocked_(node.attrs.nchw16c != 0) {
+    const Tensor& x = in[3];
+    for (int i = 4; i < 7; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, mean, inv_std");
+    for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "dgamma, dbeta");
+    const std::initializer_list<const Tensor*> like_x{&in[0], &in[1], &in[2], &out[0], &out[3]};
+    if (blocked_ ? !ops::can_run_batch_norm_blocked(x, like_x)
+                 : !ops::can_run_batch_norm_rows(x, like_x)) {
+      throw Error(node_label(node) + ": gradients, relu output, input " + describe(x) +
+                  ", dx and dy are not channels-last or [N, C] alike");
+    }
+  }
+
+  void run(std::span<const Tensor>, std::span<Tensor>) override {
+    ops::batch_norm_rows_backward_add_relu(in_[0], in_[1], in_[2], in_[3], in_[4], in_[5], in_[6],
+                                           training_, out_[3], out_[0], out_[1], out_[2], blocked_);
+  }
+
+ private:
+  std::vector<Tensor> in_, out_;
+  bool training_;
+  bool blocked_;
+};
+
 }  // namespace
 
 std::shared_ptr<SpecialKernel> make_bn_relu_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs) {
   if (node.type == NodeType::bn_relu) {
     return std::make_shared<BnReluForward>(node, inputs, outputs);
+  }
+  if (node.type == NodeType::bn_add_relu_grad) {
+    return std::make_shared<BnAddReluBackward>(node, inputs, outputs);
   }
   return std::make_shared<BnReluBackward>(node, inputs, outputs);
 }

@@ -54,6 +54,9 @@ bool layout_agnostic_args(const Graph& graph, const Node& node, ConvArgs& args) 
     case NodeType::bn_relu_grad:
       args = {{0, 1, 2}, {0}};
       return true;
+    case NodeType::bn_add_relu_grad:
+      args = {{0, 1, 2, 3}, {0, 3}};
+      return true;
     case NodeType::fused_elementwise:
       break;
     case NodeType::op:

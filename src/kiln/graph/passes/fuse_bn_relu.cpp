@@ -103,6 +103,66 @@ int fuse_backward(Graph& graph, const ScheduleView& view, ValueId r, ValueId x, 
   return 0;
 }
 
+// At the end of a residual block's backward the two gradients that reach its output (the
+// shortcut's and the next block's) are added and masked by its relu, and that gradient feeds
+// the block's last BN gradient:
+//   s = add(a, b); t = relu_grad(s, r); (dx, dgamma, dbeta) = batch_norm_grad(t, x, ...)
+//   ->  (dx, dgamma, dbeta, t) = fused[add,relu_grad,batch_norm_grad](a, b, r, x, ...)
+// t is still written (the shortcut's gradient reads it) but in the BN gradient's first pass,
+// which then need not read it back. The fused node takes the BN gradient's place, so t's other
+// readers must all come after it.
+int fuse_add_relu_grad_into_bn_grad(Graph& graph) {
+  const ScheduleView view(graph);
+  int fused = 0;
+  auto producer_op = [&](ValueId v, OpKind k) -> NodeId {
+    const NodeId p = graph.value(v).producer;
+    return p >= 0 && is_live_op(graph.node(p), k) ? p : -1;
+  };
+  for (NodeId bg_id : view.order) {
+    const Node& bg = graph.node(bg_id);
+    if (!is_live_op(bg, OpKind::batch_norm_grad)) continue;
+    const ValueId t = bg.inputs[0], x = bg.inputs[1];
+    const NodeId rg_id = producer_op(t, OpKind::relu_grad);
+    if (rg_id < 0) continue;
+    const Node& rg = graph.node(rg_id);
+    const ValueId s = rg.inputs[0], r = rg.inputs[1];
+    const NodeId add_id = producer_op(s, OpKind::add);
+    if (add_id < 0 || only_user(view, s) != rg_id || view.is_output[size_t(t)]) continue;
+    const Node& add = graph.node(add_id);
+    const ValueId a = add.inputs[0], b = add.inputs[1];
+    const ops::TensorMeta& xm = graph.value(x).meta;
+    bool alike = true;
+    for (ValueId v : {a, b, r, t, x}) {
+      alike = alike && graph.value(v).meta == xm && rows_activation(graph, v);
+    }
+    if (!alike) continue;
+    const int at = view.pos[size_t(bg_id)];
+    bool readers_after = true;
+    for (NodeId u : view.users[size_t(t)])
+      readers_after = readers_after && view.pos[size_t(u)] >= at;
+    if (!readers_after || crosses_write(graph, view.order, add, view.pos[size_t(add_id)], at) ||
+        crosses_write(graph, view.order, rg, view.pos[size_t(rg_id)], at)) {
+      continue;
+    }
+    Node fused_node;
+    fused_node.type = NodeType::bn_add_relu_grad;
+    fused_node.op = OpKind::batch_norm_grad;
+    fused_node.attrs = bg.attrs;
+    fused_node.inputs = {a, b, r, x, bg.inputs[2], bg.inputs[3], bg.inputs[4]};
+    fused_node.outputs = bg.outputs;
+    fused_node.outputs.push_back(t);
+    fused_node.members = {"add", "relu_grad", "batch_norm_grad"};
+    graph.node(add_id).dead = true;
+    graph.node(rg_id).dead = true;
+    graph.node(bg_id) = std::move(fused_node);
+    Value& tv = graph.value(t);
+    tv.producer = bg_id;
+    tv.output_index = 3;
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 int fuse_bn_relu(Graph& graph) {
@@ -165,7 +225,7 @@ int fuse_bn_relu(Graph& graph) {
     fused += fuse_backward(graph, view, r, x,
                            shortcut == kNoValue ? graph.node(at).inputs[2] : kNoValue, bn_outputs);
   }
-  return fused;
+  return fused + fuse_add_relu_grad_into_bn_grad(graph);
 }
 
 }  // namespace kiln::graph::passes

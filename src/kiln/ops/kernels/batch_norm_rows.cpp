@@ -584,6 +584,52 @@ void grad_input(const T* dy, MaskSource<T> m, const T* x, T* dx, const Plan& pla
   });
 }
 
+// The first pass of batch_norm_rows_backward_add_relu: dy = (a + b) where relu_out > 0, as
+// add then relu_grad computed it (rounded to the storage type once, where add's result was),
+// stored, and summed as grad_sums sums it.
+template <class T>
+void grad_sums_of_masked_sum(const T* a, const T* b, const T* relu_out, const T* x, T* dy,
+                             const Plan& plan, const float* mean, double* sum_dy,
+                             double* sum_dy_xmu) {
+  reduce(
+      plan,
+      [=](auto w, int64_t off, int64_t pos) {
+        constexpr int W = decltype(w)::value;
+        Vec<W> g = vpass(vload<W>(relu_out + off), vadd(vload<W>(a + off), vload<W>(b + off)));
+        vstore<W>(dy + off, g);
+        if constexpr (!std::is_same_v<T, float>) g = vload<W>(dy + off);
+        const Vec<W> xmu = vsub(vload<W>(x + off), vload<W>(mean + pos));
+        return std::pair{g, vmul(g, xmu)};
+      },
+      sum_dy, sum_dy_xmu);
+}
+
+// From the two sums: dgamma, dbeta, and the per-position coefficients of
+// dx = k_dy·dy + k_xmu·(x - mean) + k_const.
+struct InputGradient {
+  std::vector<float> k_dy, k_xmu, k_const;
+};
+InputGradient input_gradient(const Plan& plan, const double* sum_dy, const double* sum_dy_xmu,
+                             const float* gamma, const float* inv_std, bool training, float* dgamma,
+                             float* dbeta) {
+  const int64_t c = plan.channels;
+  std::vector<float> k_dy(static_cast<size_t>(c)), k_xmu(static_cast<size_t>(c)),
+      k_const(static_cast<size_t>(c));
+  const double inv_rows = 1.0 / double(plan.total / c);
+  for (int64_t i = 0; i < c; ++i) {
+    const double s = inv_std[i], k = double(gamma[i]) * s;
+    const double sdy = sum_dy[i], sdxmu = sum_dy_xmu[i];
+    dgamma[i] = float(sdxmu * s);
+    dbeta[i] = float(sdy);
+    k_dy[size_t(i)] = float(k);
+    // In eval the statistics are constants, so only the direct term remains.
+    k_xmu[size_t(i)] = training ? float(-k * s * s * sdxmu * inv_rows) : 0.0f;
+    k_const[size_t(i)] = training ? float(-k * sdy * inv_rows) : 0.0f;
+  }
+  return {per_position(plan, k_dy.data()), per_position(plan, k_xmu.data()),
+          per_position(plan, k_const.data())};
+}
+
 // Calls f(std::integral_constant<Mask, ...>) for the runtime choice.
 template <class F>
 void with_mask(Mask m, F f) {
@@ -763,31 +809,56 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
                                           sum_dy.data(), sum_dy_xmu.data());
     });
   });
-  std::vector<float> k_dy(static_cast<size_t>(c)), k_xmu(static_cast<size_t>(c)),
-      k_const(static_cast<size_t>(c));
-  const double inv_rows = 1.0 / double(rows);
-  for (int64_t i = 0; i < c; ++i) {
-    const double s = is[i], k = double(g[i]) * s;
-    const double sdy = sum_dy[size_t(i)], sdxmu = sum_dy_xmu[size_t(i)];
-    dgamma[i] = float(sdxmu * s);
-    dbeta[i] = float(sdy);
-    k_dy[size_t(i)] = float(k);
-    // In eval the statistics are constants, so only the direct term remains.
-    k_xmu[size_t(i)] = training ? float(-k * s * s * sdxmu * inv_rows) : 0.0f;
-    k_const[size_t(i)] = training ? float(-k * sdy * inv_rows) : 0.0f;
-  }
-  const std::vector<float> k_dy_p = per_position(plan, k_dy.data());
-  const std::vector<float> k_xmu_p = per_position(plan, k_xmu.data());
-  const std::vector<float> k_const_p = per_position(plan, k_const.data());
+  const InputGradient k =
+      input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(), g, is, training, dgamma, dbeta);
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const MaskSource<T> m{mask == Mask::from_output ? relu_out->data<T>() : nullptr, scale_p.data(),
                           beta_p.data()};
     with_mask(mask, [&](auto kind) {
       grad_input<T, decltype(kind)::value>(dy.data<T>(), m, x.data<T>(), dx.data<T>(), plan,
-                                           mean_p.data(), k_dy_p.data(), k_xmu_p.data(),
-                                           k_const_p.data());
+                                           mean_p.data(), k.k_dy.data(), k.k_xmu.data(),
+                                           k.k_const.data());
     });
+  });
+}
+
+void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const Tensor& relu_out,
+                                       const Tensor& x, const Tensor& gamma, const Tensor& mean_t,
+                                       const Tensor& inv_std_t, bool training, const Tensor& dy,
+                                       const Tensor& dx, const Tensor& dgamma_t,
+                                       const Tensor& dbeta_t, bool blocked) {
+  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
+  if (!can_run(x, {&a, &b, &relu_out, &dy, &dx})) {
+    throw Error(
+        std::string("batch_norm_rows_backward_add_relu: tensors are not ") +
+        (blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
+        ": x " + describe(x) + ", a " + describe(a) + ", b " + describe(b) + ", relu_out " +
+        describe(relu_out) + ", dy " + describe(dy) + ", dx " + describe(dx));
+  }
+  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  float* dgamma = dgamma_t.data<float>();
+  float* dbeta = dbeta_t.data<float>();
+  if (rows == 0 || c == 0) {
+    std::fill(dgamma, dgamma + c, 0.0f);
+    std::fill(dbeta, dbeta + c, 0.0f);
+    return;
+  }
+  const Plan plan = blocked ? make_blocked_plan(x) : make_plan(rows, c);
+  const float* is = inv_std_t.data<float>();
+  const std::vector<float> mean_p = per_position(plan, mean_t.data<float>());
+  std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    grad_sums_of_masked_sum<T>(a.data<T>(), b.data<T>(), relu_out.data<T>(), x.data<T>(),
+                               dy.data<T>(), plan, mean_p.data(), sum_dy.data(), sum_dy_xmu.data());
+  });
+  const InputGradient k = input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(),
+                                         gamma.data<float>(), is, training, dgamma, dbeta);
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    grad_input<T, Mask::none>(dy.data<T>(), {}, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
+                              k.k_dy.data(), k.k_xmu.data(), k.k_const.data());
   });
 }
 

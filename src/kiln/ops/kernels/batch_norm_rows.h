@@ -73,4 +73,15 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
                               const Tensor& dbeta, bool blocked = false,
                               const Tensor* relu_beta = nullptr);
 
+// batch_norm_rows_backward for dy = relu_grad(a + b, relu_out), the gradient arriving at a
+// ResNet block's output (the shortcut's gradient plus the next block's, masked by that
+// output's relu): dy is computed in the first pass and also written to `dy` (the shortcut's
+// gradient needs it), saving the separate add + relu_grad pass and a read of dy. All of a, b,
+// relu_out, dy and dx are laid out like x.
+void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const Tensor& relu_out,
+                                       const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                       const Tensor& inv_std, bool training, const Tensor& dy,
+                                       const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                       bool blocked = false);
+
 }  // namespace kiln::ops
