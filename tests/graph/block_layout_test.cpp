@@ -88,6 +88,17 @@ StepResult train(int64_t channels, bool block_layout, int steps = 3, int64_t siz
   return r;
 }
 
+// The blocked step trains as the channels-last one: both round in f32, their convolutions in
+// other kernels (blocked, Winograd), well-conditioned nets here.
+void expect_same_training(const StepResult& blocked, const StepResult& plain) {
+  for (size_t s = 0; s < blocked.losses.size(); ++s) {
+    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
+        << "step " << s;
+  }
+  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
+  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+}
+
 // 32 channels: the convolutions, batch norms and their fused relu / residual / relu_grad run
 // blocked (Winograd convolutions), and the step trains exactly as the channels-last one does.
 TEST(BlockLayout, ResidualBlockRunsBlockedAndMatchesChannelsLast) {
@@ -97,12 +108,7 @@ TEST(BlockLayout, ResidualBlockRunsBlockedAndMatchesChannelsLast) {
   EXPECT_LT(blocked.report.layout_reorders, blocked.report.blocked_values);
   EXPECT_EQ(plain.report.blocked_values, 0);
   EXPECT_EQ(std::count(plain.types.begin(), plain.types.end(), NodeType::reorder), 0);
-  for (size_t s = 0; s < blocked.losses.size(); ++s) {
-    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
-        << "step " << s;
-  }
-  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
-  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+  expect_same_training(blocked, plain);
 }
 
 // 64 channels (four blocks) at an odd size, the shapes of ResNet-20's last stage, on enough
@@ -110,24 +116,14 @@ TEST(BlockLayout, ResidualBlockRunsBlockedAndMatchesChannelsLast) {
 TEST(BlockLayout, FourBlocksOfChannelsMatchChannelsLast) {
   StepResult blocked = train(64, true, 3, 7, 16), plain = train(64, false, 3, 7, 16);
   EXPECT_GT(blocked.report.blocked_values, 8);
-  for (size_t s = 0; s < blocked.losses.size(); ++s) {
-    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
-        << "step " << s;
-  }
-  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
-  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+  expect_same_training(blocked, plain);
 }
 
 // Where a stage changes: 32 -> 64 channels, stride 2, 1x1 conv + BN shortcut.
 TEST(BlockLayout, DownsamplingBlockMatchesChannelsLast) {
   StepResult blocked = train(32, true, 3, 14, 8, 64), plain = train(32, false, 3, 14, 8, 64);
   EXPECT_GT(blocked.report.blocked_values, 8);
-  for (size_t s = 0; s < blocked.losses.size(); ++s) {
-    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 + 1e-4 * std::abs(plain.losses[s]))
-        << "step " << s;
-  }
-  expect_all_close(blocked.params, plain.params, 1e-5, 1e-4, "params");
-  expect_all_close(blocked.stats, plain.stats, 1e-5, 1e-4, "running statistics");
+  expect_same_training(blocked, plain);
 }
 
 // With 16 channels the layouts are the same bytes and nothing is converted; the pass leaves

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -756,27 +757,49 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
   });
 }
 
+namespace {
+
+// The start both backward kernels share: every tensor in `like_x` (null entries skipped) must
+// be laid out like x; an empty x gives zero dgamma and dbeta and no plan (nothing left to do).
+std::optional<Plan> backward_plan(const char* fn, const Tensor& x,
+                                  std::initializer_list<const Tensor*> like_x, bool blocked,
+                                  const Tensor& dgamma, const Tensor& dbeta) {
+  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
+  bool ok = can_run(x, {});
+  std::string described = "x " + describe(x);
+  for (const Tensor* t : like_x) {
+    if (t == nullptr) continue;
+    ok = ok && can_run(x, {t});
+    described += ", " + describe(*t);
+  }
+  if (!ok) {
+    throw Error(
+        std::string(fn) + ": tensors are not " +
+        (blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
+        ": " + described);
+  }
+  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  if (rows == 0 || c == 0) {
+    std::fill(dgamma.data<float>(), dgamma.data<float>() + c, 0.0f);
+    std::fill(dbeta.data<float>(), dbeta.data<float>() + c, 0.0f);
+    return std::nullopt;
+  }
+  return blocked ? make_blocked_plan(x) : make_plan(rows, c);
+}
+
+}  // namespace
+
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean_t, const Tensor& inv_std_t,
                               bool training, const Tensor& dx, const Tensor& dgamma_t,
                               const Tensor& dbeta_t, bool blocked, const Tensor* relu_beta) {
-  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
-  if (!can_run(x, {&dy, &dx}) || (relu_out && !can_run(x, {relu_out}))) {
-    throw Error(
-        std::string("batch_norm_rows_backward: tensors are not ") +
-        (blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
-        ": x " + describe(x) + ", dy " + describe(dy) + ", dx " + describe(dx) +
-        (relu_out ? ", relu_out " + describe(*relu_out) : std::string()));
-  }
-  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  const std::optional<Plan> maybe_plan = backward_plan(
+      "batch_norm_rows_backward", x, {&dy, &dx, relu_out}, blocked, dgamma_t, dbeta_t);
+  if (!maybe_plan) return;
+  const Plan& plan = *maybe_plan;
+  const int64_t c = plan.channels;
   float* dgamma = dgamma_t.data<float>();
   float* dbeta = dbeta_t.data<float>();
-  if (rows == 0 || c == 0) {
-    std::fill(dgamma, dgamma + c, 0.0f);
-    std::fill(dbeta, dbeta + c, 0.0f);
-    return;
-  }
-  const Plan plan = blocked ? make_blocked_plan(x) : make_plan(rows, c);
   const float* g = gamma.data<float>();
   const float* mean = mean_t.data<float>();
   const float* is = inv_std_t.data<float>();
@@ -828,23 +851,14 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
                                        const Tensor& inv_std_t, bool training, const Tensor& dy,
                                        const Tensor& dx, const Tensor& dgamma_t,
                                        const Tensor& dbeta_t, bool blocked) {
-  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
-  if (!can_run(x, {&a, &b, &relu_out, &dy, &dx})) {
-    throw Error(
-        std::string("batch_norm_rows_backward_add_relu: tensors are not ") +
-        (blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
-        ": x " + describe(x) + ", a " + describe(a) + ", b " + describe(b) + ", relu_out " +
-        describe(relu_out) + ", dy " + describe(dy) + ", dx " + describe(dx));
-  }
-  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  const std::optional<Plan> maybe_plan =
+      backward_plan("batch_norm_rows_backward_add_relu", x, {&a, &b, &relu_out, &dy, &dx}, blocked,
+                    dgamma_t, dbeta_t);
+  if (!maybe_plan) return;
+  const Plan& plan = *maybe_plan;
+  const int64_t c = plan.channels;
   float* dgamma = dgamma_t.data<float>();
   float* dbeta = dbeta_t.data<float>();
-  if (rows == 0 || c == 0) {
-    std::fill(dgamma, dgamma + c, 0.0f);
-    std::fill(dbeta, dbeta + c, 0.0f);
-    return;
-  }
-  const Plan plan = blocked ? make_blocked_plan(x) : make_plan(rows, c);
   const float* is = inv_std_t.data<float>();
   const std::vector<float> mean_p = per_position(plan, mean_t.data<float>());
   std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
