@@ -1,3 +1,7 @@
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "graph_test_util.h"
 #include "kiln/graph/passes/passes.h"
 
@@ -124,6 +128,26 @@ TEST(BlockLayout, DownsamplingBlockMatchesChannelsLast) {
   StepResult blocked = train(32, true, 3, 14, 8, 64), plain = train(32, false, 3, 14, 8, 64);
   EXPECT_GT(blocked.report.blocked_values, 8);
   expect_same_training(blocked, plain);
+}
+
+// The compiled dump shows where values are blocked and the reorder nodes between layouts.
+TEST(BlockLayout, DumpShowsLayoutsAndReorders) {
+  const std::string dir = ::testing::TempDir() + "/kiln_block_layout_dump";
+  std::filesystem::remove_all(dir);
+  Block block(32);
+  Tensor x = channels_last(random_tensor({2, 32, 5, 5}, 8));
+  Executable exe(block.trace_step(x), {.fusion = true, .dump_dir = dir, .dump_name = "b"});
+  auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  const std::string text = read(dir + "/b_1_compiled.txt"), dot = read(dir + "/b_1_compiled.dot");
+  EXPECT_NE(text.find("reorder[nhwc->nChw16c]"), std::string::npos) << text;
+  EXPECT_NE(text.find("nChw16c=in["), std::string::npos) << text;
+  EXPECT_NE(dot.find(" nChw16c\"]"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("palegreen"), std::string::npos) << dot;
 }
 
 // With 16 channels the layouts are the same bytes and nothing is converted; the pass leaves

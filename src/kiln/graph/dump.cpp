@@ -49,9 +49,11 @@ std::string to_dot(const Graph& g, const std::string& title) {
   };
   for (NodeId n : g.schedule()) {
     const Node& node = g.node(n);
-    bool fused = node.type != NodeType::op;
+    const bool reorder = node.type == NodeType::reorder;
+    const bool fused = node.type != NodeType::op && !reorder;
     s << "  n" << n << " [shape=box, style=\"filled" << (fused ? ",bold" : "") << "\", fillcolor="
       << (fused                    ? "salmon"
+          : reorder                ? "palegreen"
           : has_side_effects(node) ? "orange"
                                    : "white")
       << ", label=\"";
@@ -66,7 +68,10 @@ std::string to_dot(const Graph& g, const std::string& title) {
       if (v == kNoValue) continue;
       const Value& val = g.value(v);
       if (val.kind == ValueKind::intermediate && val.producer >= 0) {
-        s << "  n" << val.producer << " -> n" << n << " [label=\"%" << v << "\"];\n";
+        // Values the layout pass keeps blocked (passes/block_layout.cpp) say so on their edge.
+        const bool blocked = ops::output_is_nchw16c(g.node(val.producer).attrs, val.output_index);
+        s << "  n" << val.producer << " -> n" << n << " [label=\"%" << v
+          << (blocked ? " nChw16c" : "") << "\"];\n";
       } else {
         value_node(v);
         s << "  v" << v << " -> n" << n << ";\n";
