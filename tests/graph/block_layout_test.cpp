@@ -130,6 +130,68 @@ TEST(BlockLayout, DownsamplingBlockMatchesChannelsLast) {
   expect_same_training(blocked, plain);
 }
 
+// A 3-channel input convolved to 32 channels (a CIFAR-style stem): that convolution mixes
+// whole blocks with a 3-channel tensor, so it stays channels-last, its output converted once;
+// the next convolution and the batch norms run blocked, and training matches the pass off.
+TEST(BlockLayout, ConvolutionFromFewChannelsStaysChannelsLast) {
+  std::vector<std::vector<float>> losses(2);
+  std::vector<std::vector<Tensor>> params(2);
+  for (bool block_layout : {false, true}) {
+    std::vector<Tensor> p{random_tensor({32, 3, 3, 3}, 1, -0.3f, 0.3f),
+                          random_tensor({32, 32, 3, 3}, 2, -0.2f, 0.2f)};
+    std::vector<Tensor> stats{Tensor::zeros({32}), Tensor::ones({32}), Tensor::zeros({32}),
+                              Tensor::ones({32})};
+    Tensor gamma = random_tensor({32}, 3, 0.5f, 1.5f), beta = random_tensor({32}, 4);
+    Tensor x = channels_last(random_tensor({4, 3, 8, 8}, 5));
+    Graph g;
+    {
+      Tracer tracer(g);
+      tracer.bind_state(numbered("p", p, numbered("s", stats, {{"gamma", gamma}, {"beta", beta}})));
+      Tensor tx = tracer.input(ops::meta_of(x), "x");
+      Tensor h = ops::conv2d(tx, p[0], Tensor(), {.padding = {1, 1}});
+      h = ops::relu(ops::batch_norm(h, gamma, beta, stats[0], stats[1], true, 0.9, 1e-5)[0]);
+      h = ops::conv2d(h, p[1], Tensor(), {.padding = {1, 1}});
+      h = ops::relu(ops::batch_norm(h, gamma, beta, stats[2], stats[3], true, 0.9, 1e-5)[0]);
+      Tensor l = ops::mean(ops::square(h));
+      std::vector<Tensor> grads = gradients(tracer, l, p);
+      Tensor lr = Tensor::scalar(0.05);
+      for (size_t i = 0; i < p.size(); ++i) ops::sgd_update(p[i], grads[i], lr, 0.0);
+      tracer.add_output(l);
+      tracer.finish();
+    }
+    Executable exe(std::move(g), {.fusion = true, .block_layout = block_layout});
+    if (block_layout) {
+      EXPECT_GT(exe.report().blocked_values, 0);
+      const Graph& cg = exe.graph();
+      int convolutions = 0;
+      for (NodeId n : cg.schedule()) {
+        const Node& node = cg.node(n);
+        if (node.type != NodeType::op ||
+            (node.op != ops::OpKind::conv2d && node.op != ops::OpKind::conv2d_backward_data &&
+             node.op != ops::OpKind::conv2d_backward_weights)) {
+          continue;
+        }
+        ++convolutions;
+        bool touches_three_channels = false;
+        for (const auto* values : {&node.inputs, &node.outputs}) {
+          for (ValueId v : *values) {
+            const Shape& shape = cg.value(v).meta.shape;
+            touches_three_channels |= shape.rank() == 4 && shape[1] == 3;
+          }
+        }
+        if (touches_three_channels) EXPECT_EQ(node.attrs.nchw16c, 0u) << node_label(node);
+      }
+      EXPECT_EQ(convolutions, 5);  // two forward, two weight gradients, one data gradient
+    }
+    for (int s = 0; s < 3; ++s) {
+      losses[block_layout].push_back(exe.run(std::vector<Tensor>{x})[0].item<float>());
+    }
+    params[block_layout] = p;
+  }
+  for (size_t s = 0; s < 3; ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-4 * losses[0][s]);
+  expect_all_close(params[1], params[0], 1e-5, 1e-4, "params");
+}
+
 // The compiled dump shows where values are blocked and the reorder nodes between layouts.
 TEST(BlockLayout, DumpShowsLayoutsAndReorders) {
   const std::string dir = ::testing::TempDir() + "/kiln_block_layout_dump";

@@ -26,21 +26,30 @@ struct ConvArgs {
   std::vector<int> inputs, outputs;
 };
 
-bool convolution_args(const Node& node, ConvArgs& args) {
+// A convolution runs blocked only where every activation it touches has whole blocks of 16
+// channels: oneDNN has no fast kernel mixing a blocked tensor with a channels-last one of, say,
+// 3 channels, so such a convolution stays channels-last, and so do its arguments.
+bool convolution_args(const Graph& graph, const Node& node, ConvArgs& args) {
   if (node.type != NodeType::op) return false;
   switch (node.op) {
     case OpKind::conv2d:
-      args = {{0}, {0}};
-      return true;
     case OpKind::conv2d_backward_data:
       args = {{0}, {0}};
-      return true;
+      break;
     case OpKind::conv2d_backward_weights:
       args = {{0, 1}, {}};
-      return true;
+      break;
     default:
       return false;
   }
+  auto whole_blocks = [&](ValueId v) { return graph.value(v).meta.shape[1] % 16 == 0; };
+  for (int i : args.inputs) {
+    if (!whole_blocks(node.inputs[size_t(i)])) return false;
+  }
+  for (int j : args.outputs) {
+    if (!whole_blocks(node.outputs[size_t(j)])) return false;
+  }
+  return true;
 }
 
 // The full-size operands of a node that runs in either layout as long as they all agree
@@ -96,7 +105,7 @@ class LayoutPropagation {
     blocked_.assign(graph_.num_values(), false);
     for (NodeId n : view_.order) {
       ConvArgs args;
-      if (convolution_args(graph_.node(n), args)) {
+      if (convolution_args(graph_, graph_.node(n), args)) {
         place_convolution(n, args);
       } else if (layout_agnostic_args(graph_, graph_.node(n), args)) {
         place_agnostic(n, args);
@@ -132,7 +141,9 @@ class LayoutPropagation {
     for (NodeId u : view_.users[size_t(v)]) {
       ConvArgs args;
       const Node& node = graph_.node(u);
-      if (!convolution_args(node, args) && !layout_agnostic_args(graph_, node, args)) return false;
+      if (!convolution_args(graph_, node, args) && !layout_agnostic_args(graph_, node, args)) {
+        return false;
+      }
     }
     return !view_.users[size_t(v)].empty();
   }
@@ -216,7 +227,7 @@ std::vector<bool> expected_input_layouts(const Graph& graph, const Node& node) {
   ConvArgs args;
   if (node.type == NodeType::reorder) {
     want[0] = !ops::output_is_nchw16c(node.attrs, 0);
-  } else if (convolution_args(node, args) || layout_agnostic_args(graph, node, args)) {
+  } else if (convolution_args(graph, node, args) || layout_agnostic_args(graph, node, args)) {
     for (int i : args.inputs) want[size_t(i)] = ops::input_is_nchw16c(node.attrs, i);
   }
   return want;
