@@ -1,6 +1,7 @@
 #pragma once
 // Kernels of the fused nodes that are not plain elementwise chains: conv2d/matmul with oneDNN
-// post-ops, BatchNorm+[add+]ReLU forward and backward, elementwise-into-reduction. Each is built
+// post-ops, BatchNorm+[add+]ReLU forward and backward, elementwise-into-reduction, and the
+// layout pass's reorders. Each is built
 // once, at bind time, for its bound tensors (primitives created, scratch allocated), then only run.
 #include <memory>
 #include <span>
@@ -15,8 +16,8 @@ class SpecialKernel {
   virtual void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
 };
 
-// Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad or fused_reduction) over
-// the tensors it will be run with.
+// Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
+// fused_reduction, fused_update or reorder) over the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 

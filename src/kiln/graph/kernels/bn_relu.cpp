@@ -36,8 +36,8 @@ class BnReluForward : public SpecialKernel {
             ? !ops::can_run_batch_norm_blocked(x, {&out[0], residual_ ? &in[5] : &out[0]})
             : (!ops::can_run_batch_norm_rows(x, {&out[0]}) ||
                (residual_ && !ops::can_run_batch_norm_rows(x, {&in[5]})))) {
-      throw Error(node_label(node) + ": input " + describe(x) +
-                  " and output are not channels-last or [N, C] alike");
+      throw Error(node_label(node) + ": input " + describe(x) + " and output are not " +
+                  (options_.blocked ? "nChw16c" : "channels-last or [N, C]") + " alike");
     }
   }
 
@@ -71,7 +71,8 @@ class BnReluBackward : public SpecialKernel {
     if (blocked_ ? !ops::can_run_batch_norm_blocked(x, {&in[0], &in[1], &out[0]})
                  : !ops::can_run_batch_norm_rows(x, {&in[0], &in[1], &out[0]})) {
       throw Error(node_label(node) + ": gradient, relu output, input " + describe(x) +
-                  " and dx are not channels-last or [N, C] alike");
+                  " and dx are not " + (blocked_ ? "nChw16c" : "channels-last or [N, C]") +
+                  " alike");
     }
   }
 
@@ -103,7 +104,8 @@ class BnAddReluBackward : public SpecialKernel {
     if (blocked_ ? !ops::can_run_batch_norm_blocked(x, like_x)
                  : !ops::can_run_batch_norm_rows(x, like_x)) {
       throw Error(node_label(node) + ": gradients, relu output, input " + describe(x) +
-                  ", dx and dy are not channels-last or [N, C] alike");
+                  ", dx and dy are not " + (blocked_ ? "nChw16c" : "channels-last or [N, C]") +
+                  " alike");
     }
   }
 
