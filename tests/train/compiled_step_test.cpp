@@ -12,7 +12,6 @@
 #include "kiln/core/random.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
-#include "kiln/ops/functional.h"
 #include "kiln/optim/adam.h"
 #include "kiln/optim/momentum.h"
 
@@ -52,18 +51,20 @@ struct Case {
 
 class CompiledStepAgreement : public ::testing::TestWithParam<Case> {};
 
-// Per-tensor distance between two states, relative to the first's norm.
-std::vector<double> relative_distances(nn::Cell& a, nn::Cell& b) {
-  auto sa = a.state_and_names(), sb = b.state_and_names();
+// Per tensor of a state: how far `b` moved away from `a` since `start`, relative to how far `a`
+// moved (its update), ‖b − a‖ / ‖a − start‖.
+std::vector<double> update_errors(nn::Cell& start, nn::Cell& a, nn::Cell& b) {
+  auto s0 = start.state_and_names(), sa = a.state_and_names(), sb = b.state_and_names();
   std::vector<double> out;
-  for (size_t i = 0; i < sa.size() && i < sb.size(); ++i) {
-    std::vector<float> x = sa[i].second.to_vector<float>(), y = sb[i].second.to_vector<float>();
-    double d2 = 0, n2 = 0;
-    for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+  for (size_t i = 0; i < sa.size() && i < sb.size() && i < s0.size(); ++i) {
+    std::vector<float> x0 = s0[i].second.to_vector<float>(), x = sa[i].second.to_vector<float>(),
+                       y = sb[i].second.to_vector<float>();
+    double d2 = 0, u2 = 0;
+    for (size_t k = 0; k < x.size() && k < y.size() && k < x0.size(); ++k) {
       d2 += (double(x[k]) - y[k]) * (double(x[k]) - y[k]);
-      n2 += double(x[k]) * x[k];
+      u2 += (double(x[k]) - x0[k]) * (double(x[k]) - x0[k]);
     }
-    out.push_back(std::sqrt(d2 / (n2 + 1e-30)));
+    out.push_back(std::sqrt(d2 / (u2 + 1e-30)));
   }
   return out;
 }
@@ -74,10 +75,12 @@ std::vector<double> relative_distances(nn::Cell& a, nn::Cell& b) {
 // element. With activations kept blocked (graph/passes/block_layout.cpp) its convolutions run
 // other oneDNN kernels (blocked direct, Winograd from 32 channels) whose outputs differ in the
 // last bits. A pre-activation within those bits of zero then flips its relu and moves that
-// element's whole gradient, and at batch 8 training amplifies that within 3 steps: eager
-// itself, fed inputs scaled by 1 + 1e-6, ends up to 20% away (in norm) on the BatchNorm betas
-// and 4% on the first conv. So that case is held to eager's own spread: losses within 2e-3,
-// and each tensor no further from eager than 2x what that perturbation moves it (+1e-5).
+// element's whole gradient, and at batch 8 training amplifies that chaotically: eager itself,
+// fed inputs scaled by 1 + 1e-6, ends 3 steps up to 48% of a tensor's update away from where
+// it was (the same build measures the graph at 47%; another build, both at 7–10%). So that case
+// checks the 3 steps' losses (within 2e-3) and, after one step, before training amplifies
+// anything, each tensor's update within 10% of eager's (measured: at most 0.01% in one build;
+// 2% in another, where one relu flipped; a wrong gradient is off by 100% or more).
 TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
   const Case& c = GetParam();
   Trainer eager(c.model), graph(c.model);
@@ -104,15 +107,16 @@ TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
   auto se = eager.net->state_and_names(), sg = graph.net->state_and_names();
   ASSERT_EQ(se.size(), sg.size());
   if (other_kernels) {
-    Trainer perturbed(c.model);
-    for (int s = 0; s < 3; ++s) {
-      Tensor x = batch_images(n, 100 + s), y = batch_labels(n, 200 + s);
-      perturbed.eager_step(ops::mul_scalar(x, 1.0 + 1e-6), y);
-    }
-    std::vector<double> spread = relative_distances(*eager.net, *perturbed.net);
-    std::vector<double> off = relative_distances(*eager.net, *graph.net);
+    Trainer start(c.model), eager1(c.model), graph1(c.model);
+    CompiledTrainStep step1(*graph1.net, graph1.loss, *graph1.opt,
+                            {.fusion = c.fusion, .block_layout = c.block_layout});
+    step1.set_verbose(false);
+    Tensor x = batch_images(n, 100), y = batch_labels(n, 200);
+    eager1.eager_step(x, y);
+    step1.run(x, y);
+    std::vector<double> off = update_errors(*start.net, *eager1.net, *graph1.net);
     for (size_t i = 0; i < se.size(); ++i) {
-      EXPECT_LT(off[i], 2 * spread[i] + 1e-5) << c.model << " " << se[i].first;
+      EXPECT_LT(off[i], 0.1) << c.model << " " << se[i].first;
     }
     return;
   }
