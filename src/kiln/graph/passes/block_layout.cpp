@@ -122,18 +122,20 @@ class LayoutPropagation {
 
  private:
   // Whether a reorder can convert v: a dense channels-last f32 activation of 32+ channels (a
-  // multiple of 16; with 16 both layouts are the same bytes).
+  // multiple of 16; with 16 both layouts are the same bytes) that nothing writes in place (a
+  // converted copy made before such a write would go stale).
   bool convertible(ValueId v) const {
     const ops::TensorMeta& m = graph_.value(v).meta;
     return m.dtype == DType::f32 && m.shape.rank() == 4 && m.layout == ops::Layout::channels_last &&
-           m.shape[1] % 16 == 0 && m.shape[1] >= 32 && dense_as_meta(graph_, v);
+           m.shape[1] % 16 == 0 && m.shape[1] >= 32 && dense_as_meta(graph_, v) &&
+           !mutated_[size_t(v)];
   }
 
-  // Whether v may live blocked: convertible, made by the step itself, and seen by nobody
-  // outside the compiled step (outputs) or inside it (in-place writers).
+  // Whether v may live blocked: convertible, made by the step itself, and not a graph output
+  // (which callers read channels-last).
   bool can_block(ValueId v) const {
     return graph_.value(v).kind == ValueKind::intermediate && convertible(v) &&
-           !view_.is_output[size_t(v)] && !mutated_[size_t(v)];
+           !view_.is_output[size_t(v)];
   }
 
   // Whether every reader of v takes the blocked layout without a reorder.
