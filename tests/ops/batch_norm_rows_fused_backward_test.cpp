@@ -1,6 +1,8 @@
-// The fused relu_grad + batch-norm backward may find the relu's mask from x (recomputing the
-// forward's pre-relu value) instead of reading the relu output r: it must pass exactly the
-// elements r lets through, so every result is bit for bit the one r gives.
+// The fused backward variants of the batch-norm rows kernels against the unfused steps they
+// replace, bit for bit. The relu_grad + batch-norm backward may find the relu's mask from x
+// (recomputing the forward's pre-relu value) instead of reading the relu output r: it must pass
+// exactly the elements r lets through. The add + relu_grad + batch-norm backward computes the
+// masked sum of two gradients in its first pass.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -91,6 +93,42 @@ TEST(BatchNormRowsReluMask, Bf16ReadsTheReluOutput) {
   ops::batch_norm_rows_backward(dy, &zeros, x, gamma, mean, inv_std, true, dx, dg, db, false,
                                 &beta);
   for (float v : db.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+}
+
+// batch_norm_rows_backward_add_relu against add, relu_grad and the plain backward in turn: the
+// masked sum it writes and every gradient are bit for bit the same, in both layouts.
+void check_add_relu(const Shape& shape, bool blocked, bool training) {
+  const int64_t c = shape[1];
+  Tensor a = uniform_tensor(shape, 1, -1.0f, 1.0f, true),
+         b = uniform_tensor(shape, 2, -1.0f, 1.0f, true);
+  Tensor r = uniform_tensor(shape, 3, -1.0f, 2.0f, true),
+         x = uniform_tensor(shape, 4, -2.0f, 2.0f, true);
+  Tensor gamma = uniform_tensor({c}, 5, 0.5f, 1.5f), mean = uniform_tensor({c}, 6, -0.5f, 0.5f);
+  Tensor inv_std = uniform_tensor({c}, 7, 0.5f, 2.0f);
+  // What add then relu_grad write: (a + b) where r > 0 (elementwise, so layout-blind).
+  Tensor t = Tensor::empty_like(a);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float sum = a.data<float>()[i] + b.data<float>()[i];
+    t.data<float>()[i] = r.data<float>()[i] > 0.0f ? sum : 0.0f;
+  }
+  Tensor dx_ref = Tensor::empty_like(x), dg_ref = Tensor::empty({c}), db_ref = Tensor::empty({c});
+  ops::batch_norm_rows_backward(t, nullptr, x, gamma, mean, inv_std, training, dx_ref, dg_ref,
+                                db_ref, blocked);
+  Tensor dy = Tensor::empty_like(x), dx = Tensor::empty_like(x), dg = Tensor::empty({c}),
+         db = Tensor::empty({c});
+  ops::batch_norm_rows_backward_add_relu(a, b, r, x, gamma, mean, inv_std, training, dy, dx, dg, db,
+                                         blocked);
+  expect_bitwise_equal(dy, t, "masked sum");
+  expect_bitwise_equal(dx, dx_ref, "dx");
+  expect_bitwise_equal(dg, dg_ref, "dgamma");
+  expect_bitwise_equal(db, db_ref, "dbeta");
+}
+
+TEST(BatchNormRowsAddRelu, MatchesAddReluGradThenBackwardBitForBit) {
+  check_add_relu({4, 24, 5, 3}, false, true);     // channels-last, odd period
+  check_add_relu({64, 16, 10, 10}, false, true);  // parallel
+  check_add_relu({8, 32, 7, 7}, true, true);      // nChw16c
+  check_add_relu({8, 64, 7, 7}, true, false);     // nChw16c, eval
 }
 
 }  // namespace
