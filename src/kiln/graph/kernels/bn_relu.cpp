@@ -32,12 +32,9 @@ class BnReluForward : public SpecialKernel {
     const Tensor& x = in[0];
     for (int i = 1; i < 5; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, beta, stats");
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "mean, inv_std");
-    if (options_.blocked
-            ? !ops::can_run_batch_norm_blocked(x, {&out[0], residual_ ? &in[5] : &out[0]})
-            : (!ops::can_run_batch_norm_rows(x, {&out[0]}) ||
-               (residual_ && !ops::can_run_batch_norm_rows(x, {&in[5]})))) {
-      throw Error(node_label(node) + ": input " + describe(x) + " and output are not " +
-                  (options_.blocked ? "nChw16c" : "channels-last or [N, C]") + " alike");
+    if (!ops::can_run_batch_norm(x, {&out[0], residual_ ? &in[5] : nullptr}, options_.blocked)) {
+      throw Error(node_label(node) + ": input " + describe(x) + ", residual and output are not " +
+                  ops::batch_norm_layout_requirement(options_.blocked));
     }
   }
 
@@ -68,11 +65,9 @@ class BnReluBackward : public SpecialKernel {
       check_vector(node, in[i], x.dim(1), "gamma, mean, inv_std, beta");
     }
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "dgamma, dbeta");
-    if (blocked_ ? !ops::can_run_batch_norm_blocked(x, {&in[0], &in[1], &out[0]})
-                 : !ops::can_run_batch_norm_rows(x, {&in[0], &in[1], &out[0]})) {
+    if (!ops::can_run_batch_norm(x, {&in[0], &in[1], &out[0]}, blocked_)) {
       throw Error(node_label(node) + ": gradient, relu output, input " + describe(x) +
-                  " and dx are not " + (blocked_ ? "nChw16c" : "channels-last or [N, C]") +
-                  " alike");
+                  " and dx are not " + ops::batch_norm_layout_requirement(blocked_));
     }
   }
 
@@ -100,12 +95,9 @@ class BnAddReluBackward : public SpecialKernel {
     const Tensor& x = in[3];
     for (int i = 4; i < 7; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, mean, inv_std");
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "dgamma, dbeta");
-    const std::initializer_list<const Tensor*> like_x{&in[0], &in[1], &in[2], &out[0], &out[3]};
-    if (blocked_ ? !ops::can_run_batch_norm_blocked(x, like_x)
-                 : !ops::can_run_batch_norm_rows(x, like_x)) {
+    if (!ops::can_run_batch_norm(x, {&in[0], &in[1], &in[2], &out[0], &out[3]}, blocked_)) {
       throw Error(node_label(node) + ": gradients, relu output, input " + describe(x) +
-                  ", dx and dy are not " + (blocked_ ? "nChw16c" : "channels-last or [N, C]") +
-                  " alike");
+                  ", dx and dy are not " + ops::batch_norm_layout_requirement(blocked_));
     }
   }
 

@@ -264,6 +264,16 @@ std::vector<float> per_position(const Plan& plan, const float* per_channel) {
   return out;
 }
 
+// gamma·inv_std per position, the scale normalize() multiplies by. The backward recomputes the
+// relu mask with it, so both must round it alike: this one function does it for both.
+std::vector<float> scale_per_position(const Plan& plan, const float* gamma, const float* inv_std) {
+  std::vector<float> scale(static_cast<size_t>(plan.channels));
+  for (int64_t i = 0; i < plan.channels; ++i) {
+    scale[size_t(i)] = float(double(gamma[i]) * double(inv_std[i]));
+  }
+  return per_position(plan, scale.data());
+}
+
 // This thread's share of the periods (static, contiguous); the last thread also takes the tail.
 struct Range {
   int64_t begin, end;
@@ -686,17 +696,28 @@ bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor
   return true;
 }
 
+bool can_run_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> like_x,
+                        bool blocked) {
+  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
+  if (!can_run(x, {})) return false;
+  for (const Tensor* t : like_x) {
+    if (t != nullptr && !can_run(x, {t})) return false;
+  }
+  return true;
+}
+
+const char* batch_norm_layout_requirement(bool blocked) {
+  return blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike";
+}
+
 void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              const Tensor& running_mean, const Tensor& running_var,
                              const Tensor* residual, const BatchNormRowsOptions& o, const Tensor& y,
                              const Tensor& mean_t, const Tensor& inv_std_t) {
-  const auto can_run = o.blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
-  if (!can_run(x, {&y}) || (residual && !can_run(x, {residual}))) {
-    throw Error(
-        std::string("batch_norm_rows_forward: tensors are not ") +
-        (o.blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
-        ": x " + describe(x) + ", y " + describe(y) +
-        (residual ? ", residual " + describe(*residual) : std::string()));
+  if (!can_run_batch_norm(x, {&y, residual}, o.blocked)) {
+    throw Error(std::string("batch_norm_rows_forward: tensors are not ") +
+                batch_norm_layout_requirement(o.blocked) + ": x " + describe(x) + ", y " +
+                describe(y) + (residual ? ", residual " + describe(*residual) : std::string()));
   }
   const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
   float* mean = mean_t.data<float>();
@@ -731,11 +752,8 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
       inv_std[i] = float(1.0 / std::sqrt(double(rv[i]) + o.eps));
     }
   }
-  const float* g = gamma.data<float>();
-  std::vector<float> scale_c(static_cast<size_t>(c));
-  for (int64_t i = 0; i < c; ++i) scale_c[size_t(i)] = float(double(g[i]) * double(inv_std[i]));
   const std::vector<float> mean_p = per_position(plan, mean);
-  const std::vector<float> scale_p = per_position(plan, scale_c.data());
+  const std::vector<float> scale_p = scale_per_position(plan, gamma.data<float>(), inv_std);
   const std::vector<float> beta_p = per_position(plan, beta.data<float>());
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -764,19 +782,13 @@ namespace {
 std::optional<Plan> backward_plan(const char* fn, const Tensor& x,
                                   std::initializer_list<const Tensor*> like_x, bool blocked,
                                   const Tensor& dgamma, const Tensor& dbeta) {
-  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
-  bool ok = can_run(x, {});
-  std::string described = "x " + describe(x);
-  for (const Tensor* t : like_x) {
-    if (t == nullptr) continue;
-    ok = ok && can_run(x, {t});
-    described += ", " + describe(*t);
-  }
-  if (!ok) {
-    throw Error(
-        std::string(fn) + ": tensors are not " +
-        (blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike") +
-        ": " + described);
+  if (!can_run_batch_norm(x, like_x, blocked)) {
+    std::string described = "x " + describe(x);
+    for (const Tensor* t : like_x) {
+      if (t != nullptr) described += ", " + describe(*t);
+    }
+    throw Error(std::string(fn) + ": tensors are not " + batch_norm_layout_requirement(blocked) +
+                ": " + described);
   }
   const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
   if (rows == 0 || c == 0) {
@@ -817,9 +829,7 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
                   "], got " + describe(*relu_beta));
     }
     // As the forward computed it: the same float products, so the same fma, bit for bit.
-    std::vector<float> scale_c(static_cast<size_t>(c));
-    for (int64_t i = 0; i < c; ++i) scale_c[size_t(i)] = float(double(g[i]) * double(is[i]));
-    scale_p = per_position(plan, scale_c.data());
+    scale_p = scale_per_position(plan, g, is);
     beta_p = per_position(plan, relu_beta->data<float>());
   }
   std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
@@ -828,20 +838,13 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
     const MaskSource<T> m{mask == Mask::from_output ? relu_out->data<T>() : nullptr, scale_p.data(),
                           beta_p.data()};
     with_mask(mask, [&](auto kind) {
-      grad_sums<T, decltype(kind)::value>(dy.data<T>(), m, x.data<T>(), plan, mean_p.data(),
-                                          sum_dy.data(), sum_dy_xmu.data());
-    });
-  });
-  const InputGradient k =
-      input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(), g, is, training, dgamma, dbeta);
-  with_storage(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const MaskSource<T> m{mask == Mask::from_output ? relu_out->data<T>() : nullptr, scale_p.data(),
-                          beta_p.data()};
-    with_mask(mask, [&](auto kind) {
-      grad_input<T, decltype(kind)::value>(dy.data<T>(), m, x.data<T>(), dx.data<T>(), plan,
-                                           mean_p.data(), k.k_dy.data(), k.k_xmu.data(),
-                                           k.k_const.data());
+      constexpr Mask kMask = decltype(kind)::value;
+      grad_sums<T, kMask>(dy.data<T>(), m, x.data<T>(), plan, mean_p.data(), sum_dy.data(),
+                          sum_dy_xmu.data());
+      const InputGradient k =
+          input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(), g, is, training, dgamma, dbeta);
+      grad_input<T, kMask>(dy.data<T>(), m, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
+                           k.k_dy.data(), k.k_xmu.data(), k.k_const.data());
     });
   });
 }
@@ -866,11 +869,8 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
     using T = decltype(tag);
     grad_sums_of_masked_sum<T>(a.data<T>(), b.data<T>(), relu_out.data<T>(), x.data<T>(),
                                dy.data<T>(), plan, mean_p.data(), sum_dy.data(), sum_dy_xmu.data());
-  });
-  const InputGradient k = input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(),
-                                         gamma.data<float>(), is, training, dgamma, dbeta);
-  with_storage(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
+    const InputGradient k = input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(),
+                                           gamma.data<float>(), is, training, dgamma, dbeta);
     grad_input<T, Mask::none>(dy.data<T>(), {}, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
                               k.k_dy.data(), k.k_xmu.data(), k.k_const.data());
   });

@@ -38,6 +38,12 @@ bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor
 // size is the same), but only data() is used. gamma, beta and the statistics stay f32 [C].
 bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x);
 
+// can_run_batch_norm_blocked or can_run_batch_norm_rows, as `blocked` says; null entries of
+// `like_x` (an absent residual, say) are skipped.
+bool can_run_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> like_x, bool blocked);
+// What can_run_batch_norm requires of the tensors, for error messages.
+const char* batch_norm_layout_requirement(bool blocked);
+
 struct BatchNormRowsOptions {
   bool training = true;
   double momentum = 0.9;  // running = momentum·running + (1 - momentum)·batch
