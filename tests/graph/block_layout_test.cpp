@@ -18,9 +18,11 @@ Tensor channels_last(const Tensor& t) {
 // A ResNet basic block (conv-BN-relu-conv-BN + shortcut, relu) from `in` to `out` channels,
 // then a loss. With in != out the block halves the size and its shortcut is a strided 1x1
 // conv + BN, as where ResNet-20 changes stage. params: w1, g1, b1, w2, g2, b2[, ws, gs, bs];
-// state holds the running statistics.
+// state holds the running statistics. A `pooled` block is a network's tail instead: a stem conv +
+// BN + relu before it, and after it a global average pool and a linear layer (ResNet's head)
+// before the loss; params then add ws, gs, bs (stem) and fc at the end.
 struct Block {
-  Block(int64_t in, int64_t out) : downsample(in != out) {
+  Block(int64_t in, int64_t out, bool pooled = false) : downsample(in != out), pooled(pooled) {
     const int64_t c = out;
     params = {random_tensor({c, in, 3, 3}, 1, -0.2f, 0.2f),
               random_tensor({c}, 2, 0.5f, 1.5f),
@@ -36,11 +38,26 @@ struct Block {
       stats.push_back(Tensor::zeros({c}));
       stats.push_back(Tensor::ones({c}));
     }
+    if (pooled) {
+      params.push_back(random_tensor({in, in, 3, 3}, 12, -0.2f, 0.2f));
+      params.push_back(random_tensor({in}, 13, 0.5f, 1.5f));
+      params.push_back(random_tensor({in}, 14));
+      params.push_back(random_tensor({c, 10}, 15, -0.3f, 0.3f));
+      stats.push_back(Tensor::zeros({in}));
+      stats.push_back(Tensor::ones({in}));
+    }
   }
   explicit Block(int64_t channels) : Block(channels, channels) {}
-  Tensor loss(const Tensor& x) const {
+  Tensor loss(const Tensor& input) const {
     const auto& p = params;
     const int64_t stride = downsample ? 2 : 1;
+    Tensor x = input;
+    if (pooled) {
+      const size_t s = params.size() - 4, st = stats.size() - 2;
+      x = ops::conv2d(x, p[s], Tensor(), {.padding = {1, 1}});
+      x = ops::batch_norm(x, p[s + 1], p[s + 2], stats[st], stats[st + 1], true, 0.9, 1e-5)[0];
+      x = ops::relu(x);
+    }
     Tensor h = ops::conv2d(x, p[0], Tensor(), {.stride = {stride, stride}, .padding = {1, 1}});
     h = ops::relu(ops::batch_norm(h, p[1], p[2], stats[0], stats[1], true, 0.9, 1e-5)[0]);
     h = ops::conv2d(h, p[3], Tensor(), {.padding = {1, 1}});
@@ -51,9 +68,13 @@ struct Block {
       shortcut = ops::batch_norm(shortcut, p[7], p[8], stats[4], stats[5], true, 0.9, 1e-5)[0];
     }
     Tensor y = ops::relu(ops::add(h, shortcut));
+    if (pooled) {
+      Tensor logits = ops::matmul(ops::mean(y, {2, 3}), p.back());
+      return ops::mean(ops::square(logits));
+    }
     return ops::mean(ops::square(y));
   }
-  bool downsample;
+  bool downsample, pooled;
   Graph trace_step(const Tensor& x) {
     Graph g;
     Tracer tracer(g);
@@ -78,10 +99,11 @@ struct StepResult {
 };
 
 StepResult train(int64_t channels, bool block_layout, int steps = 3, int64_t size = 6,
-                 int64_t batch = 4, int64_t out_channels = 0) {
-  Block block(channels, out_channels ? out_channels : channels);
+                 int64_t batch = 4, int64_t out_channels = 0, bool pooled = false) {
+  Block block(channels, out_channels ? out_channels : channels, pooled);
   Tensor x = channels_last(random_tensor({batch, channels, size, size}, 7));
   Executable exe(block.trace_step(x), {.fusion = true, .block_layout = block_layout});
+  EXPECT_NO_THROW(passes::check_block_layout(exe.graph()));
   StepResult r;
   for (int s = 0; s < steps; ++s)
     r.losses.push_back(exe.run(std::vector<Tensor>{x})[0].item<float>());
@@ -128,6 +150,27 @@ TEST(BlockLayout, DownsamplingBlockMatchesChannelsLast) {
   StepResult blocked = train(32, true, 3, 14, 8, 64), plain = train(32, false, 3, 14, 8, 64);
   EXPECT_GT(blocked.report.blocked_values, 8);
   expect_same_training(blocked, plain);
+}
+
+// ResNet's tail: relu -> mean over H, W -> linear. The pool reads the blocked relu output and
+// its gradient (broadcast from [N, C, 1, 1], masked by that relu) is written blocked: no value
+// changes layout anywhere in the step, and it trains as the channels-last one does.
+TEST(BlockLayout, GlobalAveragePoolAndItsGradientStayBlocked) {
+  StepResult blocked = train(64, true, 3, 7, 16, 0, true);
+  StepResult plain = train(64, false, 3, 7, 16, 0, true);
+  EXPECT_GT(blocked.report.blocked_values, 8);
+  EXPECT_EQ(blocked.report.layout_reorders, 0);
+  EXPECT_EQ(std::count(blocked.types.begin(), blocked.types.end(), NodeType::reorder), 0);
+  expect_same_training(blocked, plain);
+}
+
+// The pool reads its input as it is: blocked above, channels-last here (16 channels never
+// block), and the per-channel elementwise ops run on the plain engine.
+TEST(BlockLayout, GlobalAveragePoolOfSixteenChannelsStaysChannelsLast) {
+  StepResult r = train(16, true, 2, 5, 4, 0, true), plain = train(16, false, 2, 5, 4, 0, true);
+  EXPECT_EQ(r.report.blocked_values, 0);
+  EXPECT_EQ(r.report.layout_reorders, 0);
+  expect_same_training(r, plain);
 }
 
 // A 3-channel input convolved to 32 channels (a CIFAR-style stem): that convolution mixes
@@ -179,7 +222,9 @@ TEST(BlockLayout, ConvolutionFromFewChannelsStaysChannelsLast) {
             touches_three_channels |= shape.rank() == 4 && shape[1] == 3;
           }
         }
-        if (touches_three_channels) EXPECT_EQ(node.attrs.nchw16c, 0u) << node_label(node);
+        if (touches_three_channels) {
+          EXPECT_EQ(node.attrs.nchw16c, 0u) << node_label(node);
+        }
       }
       EXPECT_EQ(convolutions, 5);  // two forward, two weight gradients, one data gradient
     }

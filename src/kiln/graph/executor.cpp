@@ -360,6 +360,13 @@ void Executable::bind() {
           l.special = make_special_kernel(node, l.in, l.out);
           break;
       }
+      // Blocked activations meeting per-(sample, channel) values: the plain engines would map
+      // positions through the wrong layout.
+      if (runs_blocked_spatial(node, l.in, l.out)) {
+        l.kind = Launch::Kind::special;
+        l.special = make_blocked_spatial_kernel(node, l.in, l.out);
+        l.fused.reset();
+      }
     }
     for (const Tensor& t : l.out) l.out_data.push_back(t.defined() ? t.raw_data() : nullptr);
     launches_.push_back(std::move(l));

@@ -53,6 +53,15 @@ std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,
                                                                std::span<const Tensor> inputs,
                                                                std::span<const Tensor> outputs);
 
+// Elementwise nodes with per-(sample, channel) or scalar operands, and mean/sum over H, W, that
+// read blocked nChw16c activations (see kernels/blocked_spatial.cpp): whether this node, bound
+// to these tensors, needs that kernel, and the kernel.
+bool runs_blocked_spatial(const Node& node, std::span<const Tensor> inputs,
+                          std::span<const Tensor> outputs);
+std::shared_ptr<SpecialKernel> make_blocked_spatial_kernel(const Node& node,
+                                                           std::span<const Tensor> inputs,
+                                                           std::span<const Tensor> outputs);
+
 // Per-type factories (one file each).
 // fused_update: inputs param, a, velocity, lr, b (kernels/epilogue.cpp).
 std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,

@@ -264,4 +264,9 @@ bool is_view(const Node& node) {
   return node.type == NodeType::op && ops::op_def(node.op).view != nullptr;
 }
 
+bool is_elementwise(const Node& node) {
+  return node.type == NodeType::fused_elementwise ||
+         (node.type == NodeType::op && ops::op_def(node.op).tile != nullptr);
+}
+
 }  // namespace kiln::graph

@@ -121,5 +121,7 @@ std::string node_label(const Node& node);
 bool has_side_effects(const Node& node);
 // Whether the op's output aliases its first input (reshape, transpose, slice).
 bool is_view(const Node& node);
+// Whether the node is elementwise: a fused chain, or one op with a tile function.
+bool is_elementwise(const Node& node);
 
 }  // namespace kiln::graph

@@ -52,7 +52,8 @@ struct Attrs {
   // Graph mode only (passes/block_layout.cpp): which 4-D activation arguments are in oneDNN's
   // blocked nChw16c layout instead of the channels-last one their strides describe. Bit i is
   // input i, bit kNchw16cOutputBit + j output j. Eager mode never sets it; only the kernels
-  // that can read that layout (convolutions, batch norm) ever see it set.
+  // that can read that layout (convolutions, batch norm, elementwise ops and the global pool's
+  // mean, the last two through graph/kernels/blocked_spatial.cpp) ever see it set.
   uint32_t nchw16c = 0;
   bool operator==(const Attrs&) const = default;
 };

@@ -5,13 +5,17 @@
 // the layout:
 //  - convolutions (conv2d, conv2d_backward_data, conv2d_backward_weights) take each activation
 //    in either layout (Attrs::nchw16c says which) and write a blocked one where it pays;
-//  - batch norm (plain or fused with relu / residual add) and same-shape elementwise ops do not
-//    care where an element lives as long as all their full-size operands agree: they run in the
-//    layout most of their inputs have, and their outputs get it too;
+//  - batch norm (plain or fused with relu / residual add) and elementwise ops do not care where
+//    an element lives as long as all their full-size operands agree: they run in the layout most
+//    of their inputs have, and their outputs get it too. Elementwise operands with one value per
+//    (sample, channel) ([N, C, 1, 1], [1, C, 1, 1], scalars) stay channels-last: against a blocked
+//    output the kernel repeats them with the layout's period (kernels/blocked_spatial.cpp);
+//  - a mean or sum over exactly H and W (the global average pool) reads either layout as it is;
 //  - anything else (pooling, reshapes, broadcasts, graph outputs) reads channels-last, through
 //    a reorder node inserted before it (one per value and direction, shared by its readers).
 // A blocked value keeps its channels-last meta (same shape, dtype and size); only the kernels
 // that were told read it differently.
+#include <algorithm>
 #include <unordered_map>
 
 #include "kiln/core/error.h"
@@ -52,6 +56,44 @@ bool convolution_args(const Graph& graph, const Node& node, ConvArgs& args) {
   return true;
 }
 
+// A mean or sum of an f32 [N, C, H, W] over exactly H and W: it reads its input in either layout
+// (one pass over the blocked memory gives [N, C/16, 16], which is [N, C]) and writes a
+// channels-last result.
+bool spatial_reduction_args(const Graph& graph, const Node& node, ConvArgs& args) {
+  if (node.type != NodeType::op || (node.op != OpKind::mean && node.op != OpKind::sum) ||
+      node.inputs.size() != 1) {
+    return false;
+  }
+  const ops::TensorMeta& in = graph.value(node.inputs[0]).meta;
+  if (in.dtype != DType::f32 || in.shape.rank() != 4 || node.attrs.axes.size() != 2) return false;
+  bool axis[4] = {};
+  for (int64_t a : node.attrs.axes) axis[in.shape.normalize_axis(int(a))] = true;
+  if (axis[0] || axis[1] || !axis[2] || !axis[3]) return false;
+  args = {{0}, {}};
+  return true;
+}
+
+// Nodes that take each activation in either layout, as it is (convolutions, spatial reductions).
+bool either_layout_args(const Graph& graph, const Node& node, ConvArgs& args) {
+  return convolution_args(graph, node, args) || spatial_reduction_args(graph, node, args);
+}
+
+// Whether an elementwise operand of shape `operand` holds one value per (sample, channel) of a
+// rank-4 f32 output `out` (or one value): [1|N, 1|C, 1, 1] once right-aligned.
+bool per_channel_operand(const ops::TensorMeta& operand, const ops::TensorMeta& out) {
+  const Shape& s = operand.shape;
+  if (operand.dtype != DType::f32 || out.dtype != DType::f32 || out.shape.rank() != 4 ||
+      s.rank() > 4) {
+    return false;
+  }
+  const int shift = 4 - s.rank();
+  for (int d = 0; d < 4; ++d) {
+    const int64_t n = d < shift ? 1 : s[d - shift];
+    if (n != 1 && (d >= 2 || n != out.shape[d])) return false;
+  }
+  return true;
+}
+
 // The full-size operands of a node that runs in either layout as long as they all agree
 // (batch norm and its fusions, elementwise ops); false for any other node.
 bool layout_agnostic_args(const Graph& graph, const Node& node, ConvArgs& args) {
@@ -84,16 +126,25 @@ bool layout_agnostic_args(const Graph& graph, const Node& node, ConvArgs& args) 
     default:
       return false;
   }
-  // Elementwise: every input and the output must have one shape (no broadcasting, which maps
-  // positions through the layout).
+  // Elementwise: every input has the output's shape (position i is position i in either layout)
+  // or, with at least one that has, holds one value per (sample, channel): other broadcasts map
+  // positions through the layout.
   if (node.outputs.size() != 1) return false;
-  const Shape& shape = graph.value(node.outputs[0]).meta.shape;
+  const ops::TensorMeta& out = graph.value(node.outputs[0]).meta;
   args = {{}, {0}};
+  bool per_channel = false;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (node.inputs[i] == kNoValue || graph.value(node.inputs[i]).meta.shape != shape) return false;
-    args.inputs.push_back(int(i));
+    if (node.inputs[i] == kNoValue) return false;
+    const ops::TensorMeta& m = graph.value(node.inputs[i]).meta;
+    if (m.shape == out.shape) {
+      args.inputs.push_back(int(i));
+    } else if (per_channel_operand(m, out)) {
+      per_channel = true;
+    } else {
+      return false;
+    }
   }
-  return true;
+  return !per_channel || !args.inputs.empty();
 }
 
 class LayoutPropagation {
@@ -105,10 +156,13 @@ class LayoutPropagation {
     blocked_.assign(graph_.num_values(), false);
     for (NodeId n : view_.order) {
       ConvArgs args;
-      if (convolution_args(graph_, graph_.node(n), args)) {
+      if (either_layout_args(graph_, graph_.node(n), args)) {
         place_convolution(n, args);
       } else if (layout_agnostic_args(graph_, graph_.node(n), args)) {
         place_agnostic(n, args);
+        if (is_elementwise(graph_.node(n))) {
+          place_channels_last_reader(n, args.inputs);  // its per-channel operands
+        }
       } else {
         place_channels_last_reader(n);
       }
@@ -138,13 +192,20 @@ class LayoutPropagation {
            !view_.is_output[size_t(v)];
   }
 
-  // Whether every reader of v takes the blocked layout without a reorder.
+  // Whether every reader of v takes the blocked layout without a reorder, at every position it
+  // reads v.
   bool readers_take_blocked(ValueId v) const {
     for (NodeId u : view_.users[size_t(v)]) {
       ConvArgs args;
       const Node& node = graph_.node(u);
-      if (!convolution_args(graph_, node, args) && !layout_agnostic_args(graph_, node, args)) {
+      if (!either_layout_args(graph_, node, args) && !layout_agnostic_args(graph_, node, args)) {
         return false;
+      }
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] == v &&
+            std::find(args.inputs.begin(), args.inputs.end(), int(i)) == args.inputs.end()) {
+          return false;
+        }
       }
     }
     return !view_.users[size_t(v)].empty();
@@ -208,8 +269,10 @@ class LayoutPropagation {
     graph_.node(n).attrs.nchw16c = bits;
   }
 
-  void place_channels_last_reader(NodeId n) {
+  // Converts n's blocked inputs to channels-last, except those at positions `keep`.
+  void place_channels_last_reader(NodeId n, const std::vector<int>& keep = {}) {
     for (size_t i = 0; i < graph_.node(n).inputs.size(); ++i) {
+      if (std::find(keep.begin(), keep.end(), int(i)) != keep.end()) continue;
       ValueId v = graph_.node(n).inputs[i];
       if (v != kNoValue && blocked_[size_t(v)]) graph_.node(n).inputs[i] = in_layout(v, false);
     }
@@ -229,7 +292,7 @@ std::vector<bool> expected_input_layouts(const Graph& graph, const Node& node) {
   ConvArgs args;
   if (node.type == NodeType::reorder) {
     want[0] = !ops::output_is_nchw16c(node.attrs, 0);
-  } else if (convolution_args(graph, node, args) || layout_agnostic_args(graph, node, args)) {
+  } else if (either_layout_args(graph, node, args) || layout_agnostic_args(graph, node, args)) {
     for (int i : args.inputs) want[size_t(i)] = ops::input_is_nchw16c(node.attrs, i);
   }
   return want;
