@@ -154,6 +154,22 @@ TEST(NnConvWinograd, ForwardAndBackwardOpsMatchReference) {
   }
 }
 
+// Stride-1 3x3 convolutions of 16 to 63 channels compute backward-data as a forward convolution
+// with the weights transposed and flipped (ops/nn/conv.cpp): any padding up to 2 per side, square
+// or not, must match the plain reference.
+TEST(NnConvFlippedForward, BackwardDataMatchesReference) {
+  for (ConvRef g :
+       {ConvRef{.n = 2, .c = 16, .h = 6, .w = 7, .o = 24, .kh = 3, .kw = 3, .pad = {1, 1}},
+        ConvRef{.n = 1, .c = 32, .h = 5, .w = 5, .o = 16, .kh = 3, .kw = 3},
+        ConvRef{.n = 2, .c = 16, .h = 4, .w = 6, .o = 16, .kh = 3, .kw = 3, .pad = {2, 0}}}) {
+    Tensor w = random_tensor(g.w_shape(), 43), dy = random_tensor(g.y_shape(), 44);
+    Tensor dx = ops::conv2d_backward_data(channels_last_copy(dy), w, g.x_shape(), g.options());
+    EXPECT_TRUE(dx.is_channels_last());
+    expect_close(values_of(dx), g.backward_data(values_of(dy), values_of(w)), 1e-5, 1e-4,
+                 "flipped forward " + g.x_shape().str() + " -> " + g.y_shape().str());
+  }
+}
+
 // The rule above really selects Winograd where oneDNN has it (AVX-512 CPUs): its verbose log
 // names the kernel that ran.
 TEST(NnConvWinograd, IsTheKernelThatRunsOnAvx512) {
