@@ -10,192 +10,20 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "kiln/core/error.h"
+#include "kiln/ops/kernels/batch_norm_vec.h"
 
-// GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom
-// (the warning lands wherever they are inlined, so it is off for the whole file).
+// GCC 12's AVX-512 intrinsics (batch_norm_vec.h) trip -W[maybe-]uninitialized on their
+// undefined-register idiom; the warning lands wherever they are inlined, so it is off for the
+// whole file.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace kiln::ops {
 namespace {
-
-// ---- W floats at a time: AVX-512 registers for W = 16 where the target has them, plain arrays
-// (which the compiler vectorizes as it can) otherwise and for the scalar tails (W = 1).
-
-template <int W>
-struct Vec {
-  float v[W];
-};
-#if defined(__AVX512F__)
-template <>
-struct Vec<16> {
-  __m512 v;
-};
-#endif
-
-template <int W>
-using Width = std::integral_constant<int, W>;
-
-template <int W>
-inline Vec<W> vzero() {
-  Vec<W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = 0.0f;
-  return r;
-}
-template <int W>
-inline Vec<W> vload(const float* p) {
-  Vec<W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = p[i];
-  return r;
-}
-template <int W>
-inline Vec<W> vload(const bf16_t* p) {
-  Vec<W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = bf16_to_float(p[i]);
-  return r;
-}
-template <int W>
-inline void vstore(float* p, Vec<W> a) {
-  for (int i = 0; i < W; ++i) p[i] = a.v[i];
-}
-template <int W>
-inline void vstore(bf16_t* p, Vec<W> a) {
-  for (int i = 0; i < W; ++i) p[i] = float_to_bf16(a.v[i]);
-}
-template <int W>
-inline Vec<W> vadd(Vec<W> a, Vec<W> b) {
-  for (int i = 0; i < W; ++i) a.v[i] += b.v[i];
-  return a;
-}
-template <int W>
-inline Vec<W> vsub(Vec<W> a, Vec<W> b) {
-  for (int i = 0; i < W; ++i) a.v[i] -= b.v[i];
-  return a;
-}
-template <int W>
-inline Vec<W> vmul(Vec<W> a, Vec<W> b) {
-  for (int i = 0; i < W; ++i) a.v[i] *= b.v[i];
-  return a;
-}
-// a·b + c, fused (so vector bodies and scalar tails round alike).
-template <int W>
-inline Vec<W> vfma(Vec<W> a, Vec<W> b, Vec<W> c) {
-  for (int i = 0; i < W; ++i) a.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
-  return a;
-}
-// `a < 0 ? 0 : a`: keeps NaN, as the relu op does.
-template <int W>
-inline Vec<W> vrelu(Vec<W> a) {
-  for (int i = 0; i < W; ++i) a.v[i] = a.v[i] < 0.0f ? 0.0f : a.v[i];
-  return a;
-}
-// g where r > 0, else 0: relu_grad's mask.
-template <int W>
-inline Vec<W> vpass(Vec<W> r, Vec<W> g) {
-  for (int i = 0; i < W; ++i) g.v[i] = r.v[i] > 0.0f ? g.v[i] : 0.0f;
-  return g;
-}
-
-// d[0..W) += a, widened to double.
-template <int W>
-inline void vadd_to(double* d, Vec<W> a) {
-  for (int i = 0; i < W; ++i) d[i] += double(a.v[i]);
-}
-
-#if defined(__AVX512F__)
-template <>
-inline Vec<16> vzero<16>() {
-  return {_mm512_setzero_ps()};
-}
-template <>
-inline Vec<16> vload<16>(const float* p) {
-  return {_mm512_loadu_ps(p)};
-}
-template <>
-inline Vec<16> vload<16>(const bf16_t* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
-}
-template <>
-inline void vstore<16>(float* p, Vec<16> a) {
-  _mm512_storeu_ps(p, a.v);
-}
-// Rounding to bf16: nearest even, NaN kept quiet. With AVX512_BF16 one vcvtneps2bf16 does it
-// (it also flushes values below 2^-126 to zero, which no normalized activation is); without, the
-// integer rounding of float_to_bf16. The scalar tails use the same instruction, so a tensor's
-// elements all round alike.
-#if defined(__AVX512BF16__)
-template <>
-inline void vstore<16>(bf16_t* p, Vec<16> a) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a.v));
-}
-template <>
-inline void vstore<1>(bf16_t* p, Vec<1> a) {
-  const __m128i h = (__m128i)_mm_cvtneps_pbh(_mm_set_ss(a.v[0]));
-  p->bits = uint16_t(_mm_extract_epi16(h, 0));
-}
-#else
-template <>
-inline void vstore<16>(bf16_t* p, Vec<16> a) {
-  const __m512i u = _mm512_castps_si512(a.v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i r =
-      _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
-}
-#endif
-template <>
-inline void vadd_to<16>(double* d, Vec<16> a) {
-  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a.v));
-  const __m512d hi =
-      _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
-  _mm512_storeu_pd(d, _mm512_add_pd(_mm512_loadu_pd(d), lo));
-  _mm512_storeu_pd(d + 8, _mm512_add_pd(_mm512_loadu_pd(d + 8), hi));
-}
-template <>
-inline Vec<16> vadd<16>(Vec<16> a, Vec<16> b) {
-  return {_mm512_add_ps(a.v, b.v)};
-}
-template <>
-inline Vec<16> vsub<16>(Vec<16> a, Vec<16> b) {
-  return {_mm512_sub_ps(a.v, b.v)};
-}
-template <>
-inline Vec<16> vmul<16>(Vec<16> a, Vec<16> b) {
-  return {_mm512_mul_ps(a.v, b.v)};
-}
-template <>
-inline Vec<16> vfma<16>(Vec<16> a, Vec<16> b, Vec<16> c) {
-  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
-}
-template <>
-inline Vec<16> vrelu<16>(Vec<16> a) {
-  const __mmask16 negative = _mm512_cmp_ps_mask(a.v, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return {_mm512_mask_mov_ps(a.v, negative, _mm512_setzero_ps())};
-}
-template <>
-inline Vec<16> vpass<16>(Vec<16> r, Vec<16> g) {
-  const __mmask16 positive = _mm512_cmp_ps_mask(r.v, _mm512_setzero_ps(), _CMP_GT_OQ);
-  return {_mm512_maskz_mov_ps(positive, g.v)};
-}
-#endif
-
-inline float to_float(float v) {
-  return v;
-}
-inline float to_float(bf16_t v) {
-  return bf16_to_float(v);
-}
+using namespace batch_norm_vec;
 
 // ---- The flat loop. The rows × C elements are walked as one flat array in periods of P
 // positions, P a multiple of C (so position p is channel p % C) and, where possible, of 16 (so a
