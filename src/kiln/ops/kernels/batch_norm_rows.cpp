@@ -280,7 +280,12 @@ void reduce(const Plan& plan, F f, double* sum_a, double* sum_b) {
   }
 }
 
-// f(Width<W>, offset, position) for every element, W at a time.
+// f(Width<W>, offset, position) for every element, W at a time. Each thread walks its share
+// backwards: the share is the one its reduce pass just read forwards (my_periods), so the last
+// rows that pass read, still in this core's L2, are the first ones read again here. (Beyond L2
+// a tensor reads at ~55 GB/s here, from L2 at ~150. Isolated, batch 128: training forward
+// 16x28x28 0.37 -> 0.29 ms, backward with relu mask 0.62 -> 0.52; within a ResNet-20 step the
+// batch-norm kernels gain ~2%, 0.4 of 21 ms.) Elementwise, so the order changes no result.
 template <class F>
 void map(const Plan& plan, F f_shared) {
   const int64_t period = plan.period;
@@ -288,18 +293,27 @@ void map(const Plan& plan, F f_shared) {
   {
     F f = f_shared;  // private: see reduce
     const Range r = my_periods(plan);
+    if (r.last) {
+      const int64_t tail = plan.periods * period;
+      for (int64_t off = plan.total - 1; off >= tail; --off) f(Width<1>{}, off, off - tail);
+    }
     auto fixed = [&](auto kv) {
       constexpr int kV = decltype(kv)::value;
-      for (int64_t s = r.begin; s < r.end; ++s) {
+      for (int64_t s = r.end - 1; s >= r.begin; --s) {
 #pragma GCC unroll 16
         for (int v = 0; v < kV; ++v) f(Width<16>{}, s * 16 * kV + 16 * v, int64_t{16} * v);
       }
     };
     switch (plan.blocked() ? -1 : plan.fixed_vectors) {
       case -1:
-        for_each_chunk_piece(plan, r, [&](Range piece, int64_t c0) {
-          for (int64_t s = piece.begin; s < piece.end; ++s) f(Width<16>{}, s * 16, c0);
-        });
+        // Pieces of one channel block each, last piece first.
+        for (int64_t end = r.end; end > r.begin;) {
+          const int64_t chunk = (end - 1) / plan.chunk_rows;
+          const int64_t begin = std::max(r.begin, chunk * plan.chunk_rows);
+          const int64_t c0 = 16 * (chunk % plan.blocks);
+          for (int64_t s = end - 1; s >= begin; --s) f(Width<16>{}, s * 16, c0);
+          end = begin;
+        }
         break;
       case 1:
         fixed(Width<1>{});
@@ -315,16 +329,12 @@ void map(const Plan& plan, F f_shared) {
         break;
       default: {
         const int64_t vectors_end = period - period % 16;
-        for (int64_t s = r.begin; s < r.end; ++s) {
+        for (int64_t s = r.end - 1; s >= r.begin; --s) {
           const int64_t base = s * period;
           for (int64_t j = 0; j < vectors_end; j += 16) f(Width<16>{}, base + j, j);
           for (int64_t j = vectors_end; j < period; ++j) f(Width<1>{}, base + j, j);
         }
       }
-    }
-    if (r.last) {
-      const int64_t tail = plan.periods * period;
-      for (int64_t off = tail; off < plan.total; ++off) f(Width<1>{}, off, off - tail);
     }
   }
 }
