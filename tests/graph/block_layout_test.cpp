@@ -9,12 +9,6 @@ namespace kiln::graph {
 namespace {
 using namespace testing;
 
-Tensor channels_last(const Tensor& t) {
-  Tensor out = Tensor::empty_strided(t.shape(), channels_last_strides(t.shape()), t.dtype());
-  out.copy_from(t);
-  return out;
-}
-
 // A ResNet basic block (conv-BN-relu-conv-BN + shortcut, relu) from `in` to `out` channels,
 // then a loss. With in != out the block halves the size and its shortcut is a strided 1x1
 // conv + BN, as where ResNet-20 changes stage. params: w1, g1, b1, w2, g2, b2[, ws, gs, bs];

@@ -19,12 +19,6 @@ Tensor empty_channels_last(const Shape& shape) {
   return Tensor::empty_strided(shape, channels_last_strides(shape), DType::f32);
 }
 
-Tensor channels_last(const Tensor& t) {
-  Tensor out = empty_channels_last(t.shape());
-  out.copy_from(t);
-  return out;
-}
-
 // Where element (n, c, h, w) of a blocked [N, C, H, W] lives.
 int64_t blocked_index(const Shape& s, int64_t n, int64_t c, int64_t h, int64_t w) {
   return ((n * (s[1] / 16) + c / 16) * s[2] * s[3] + h * s[3] + w) * 16 + c % 16;

@@ -69,12 +69,6 @@ TEST(FuseBnRelu, ForwardAndBackwardFuseAndAgree) {
   expect_all_close(results[1], results[0], 1e-6, 1e-5, "params and running stats");
 }
 
-Tensor channels_last(const Tensor& t) {
-  Tensor out = Tensor::empty_strided(t.shape(), channels_last_strides(t.shape()), t.dtype());
-  out.copy_from(t);
-  return out;
-}
-
 // Eval mode fuses too (the rows kernel normalizes with the running statistics); NCHW data, which
 // the rows kernel does not take, stays on the unfused (oneDNN) ops.
 TEST(FuseBnRelu, EvalModeFusesOnChannelsLastAndLeavesNchwAlone) {

@@ -25,6 +25,13 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, 
   return Tensor::from_vector(v, shape);
 }
 
+// A channels-last copy of t (the layout the compiled step's activations have).
+inline Tensor channels_last(const Tensor& t) {
+  Tensor out = Tensor::empty_strided(t.shape(), channels_last_strides(t.shape()), t.dtype());
+  out.copy_from(t);
+  return out;
+}
+
 inline Tensor random_labels(int64_t n, int64_t classes, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::vector<int32_t> v(static_cast<size_t>(n));
