@@ -58,6 +58,10 @@ std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,
 // to these tensors, needs that kernel, and the kernel.
 bool runs_blocked_spatial(const Node& node, std::span<const Tensor> inputs,
                           std::span<const Tensor> outputs);
+// Whether an elementwise operand of shape `operand` holds one value per (sample, channel) of a
+// rank-4 output of shape `out` (or one value): [1|N, 1|C, 1, 1] once right-aligned. The layout
+// pass lets such operands meet a blocked output; the kernel above repeats them.
+bool is_per_sample_channel(const Shape& operand, const Shape& out);
 std::shared_ptr<SpecialKernel> make_blocked_spatial_kernel(const Node& node,
                                                            std::span<const Tensor> inputs,
                                                            std::span<const Tensor> outputs);

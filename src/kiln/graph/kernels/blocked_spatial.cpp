@@ -78,18 +78,17 @@ class BlockedElementwise : public SpecialKernel {
       } else if (x.numel() == 1) {
         input.kind = Input::scalar;
       } else {
-        // Right-aligned against [N, C, H, W]: [1|N, 1|C, 1, 1].
-        const int shift = 4 - x.rank();
-        auto dim = [&](int d) { return d - shift < 0 ? int64_t(1) : x.dim(d - shift); };
-        auto stride = [&](int d) {
-          return d - shift < 0 || dim(d) == 1 ? int64_t(0) : x.strides()[size_t(d - shift)];
-        };
-        if (shift < 0 || dim(2) != 1 || dim(3) != 1 || (dim(0) != 1 && dim(0) != N_) ||
-            (dim(1) != 1 && dim(1) != C_) || ops::input_is_nchw16c(node.attrs, int(i))) {
+        if (!is_per_sample_channel(x.shape(), y.shape()) ||
+            ops::input_is_nchw16c(node.attrs, int(i))) {
           throw Error(node_label(node) + ": input " + std::to_string(i) + " " + describe(x) +
                       " is neither the blocked output's shape " + y.shape().str() +
                       " nor one value per (sample, channel)");
         }
+        // Right-aligned against [N, C, H, W]: the strides of N and C, 0 where broadcast.
+        const int shift = 4 - x.rank();
+        auto stride = [&](int d) {
+          return d < shift || x.dim(d - shift) == 1 ? int64_t(0) : x.strides()[size_t(d - shift)];
+        };
         input.kind = Input::per_channel;
         input.stride_n = stride(0);
         input.stride_c = stride(1);
@@ -229,6 +228,16 @@ class BlockedSpatialReduction : public SpecialKernel {
 };
 
 }  // namespace
+
+bool is_per_sample_channel(const Shape& operand, const Shape& out) {
+  if (out.rank() != 4 || operand.rank() > 4) return false;
+  const int shift = 4 - operand.rank();
+  for (int d = 0; d < 4; ++d) {
+    const int64_t n = d < shift ? 1 : operand[d - shift];
+    if (n != 1 && (d >= 2 || n != out[d])) return false;
+  }
+  return true;
+}
 
 bool runs_blocked_spatial(const Node& node, std::span<const Tensor> inputs,
                           std::span<const Tensor> outputs) {

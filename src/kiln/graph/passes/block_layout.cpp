@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "kiln/core/error.h"
+#include "kiln/graph/fused_kernels.h"
 #include "kiln/graph/passes/passes.h"
 
 namespace kiln::graph::passes {
@@ -78,20 +79,11 @@ bool either_layout_args(const Graph& graph, const Node& node, ConvArgs& args) {
   return convolution_args(graph, node, args) || spatial_reduction_args(graph, node, args);
 }
 
-// Whether an elementwise operand of shape `operand` holds one value per (sample, channel) of a
-// rank-4 f32 output `out` (or one value): [1|N, 1|C, 1, 1] once right-aligned.
+// An f32 elementwise operand with one value per (sample, channel) of an f32 output (see
+// is_per_sample_channel).
 bool per_channel_operand(const ops::TensorMeta& operand, const ops::TensorMeta& out) {
-  const Shape& s = operand.shape;
-  if (operand.dtype != DType::f32 || out.dtype != DType::f32 || out.shape.rank() != 4 ||
-      s.rank() > 4) {
-    return false;
-  }
-  const int shift = 4 - s.rank();
-  for (int d = 0; d < 4; ++d) {
-    const int64_t n = d < shift ? 1 : s[d - shift];
-    if (n != 1 && (d >= 2 || n != out.shape[d])) return false;
-  }
-  return true;
+  return operand.dtype == DType::f32 && out.dtype == DType::f32 &&
+         is_per_sample_channel(operand.shape, out.shape);
 }
 
 // The full-size operands of a node that runs in either layout as long as they all agree
