@@ -61,6 +61,46 @@ TEST_P(SingleChannelConv, ForwardMatchesReference) {
   }
 }
 
+// The fused conv + relu + 2×2/2 max pool (graph mode's conv_relu_pool) against the kernel's own
+// relu forward pooled by a plain loop: the same maxima bit for bit, and the winner bytes (first
+// maximum in window order; bit 2 when the maximum is <= 0).
+TEST_P(SingleChannelConv, ReluPoolForwardMatchesForwardThenPool) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  const Case& c = GetParam();
+  const Shape ys = c.g.y_shape();
+  if (ys[2] < 2 || ys[3] < 2) GTEST_SKIP() << "output smaller than one window";
+  Tensor x = random_tensor(c.g.x_shape(), 4), w = random_tensor(c.g.w_shape(), 5);
+  Tensor b = random_tensor({c.g.o}, 6);
+  Tensor y = channels_last_empty(ys);
+  ops::single_channel_conv_forward(x, w, &b, /*relu=*/true, y);
+  const Shape ps{ys[0], ys[1], ys[2] / 2, ys[3] / 2};
+  Tensor pooled = channels_last_empty(ps);
+  Tensor winners = Tensor::empty_strided(ps, channels_last_strides(ps), DType::u8);
+  ops::single_channel_conv_relu_pool_forward(x, w, &b, window(c.g.pad).padding, pooled, winners);
+  const std::vector<float> yv = y.contiguous().to_vector<float>();
+  const std::vector<float> pv = pooled.contiguous().to_vector<float>();
+  const std::vector<uint8_t> wv = winners.contiguous().to_vector<uint8_t>();
+  int64_t mismatches = 0;
+  for (int64_t n = 0; n < ps[0]; ++n)
+    for (int64_t o = 0; o < ps[1]; ++o)
+      for (int64_t py = 0; py < ps[2]; ++py)
+        for (int64_t px = 0; px < ps[3]; ++px) {
+          float best = 0;
+          int won = 0;
+          for (int k = 0; k < 4; ++k) {
+            const int64_t at = ((n * ys[1] + o) * ys[2] + 2 * py + k / 2) * ys[3] + 2 * px + k % 2;
+            if (k == 0 || yv[size_t(at)] > best) {
+              best = yv[size_t(at)];
+              won = k;
+            }
+          }
+          const size_t i = size_t(((n * ps[1] + o) * ps[2] + py) * ps[3] + px);
+          const int code = won | (best > 0 ? 0 : 4);
+          if (pv[i] != best || wv[i] != code) ++mismatches;
+        }
+  EXPECT_EQ(mismatches, 0) << c.name;
+}
+
 TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();

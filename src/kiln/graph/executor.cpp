@@ -124,7 +124,8 @@ std::string CompileReport::str() const {
     << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
     << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
-    << fused_update << ", blocked " << blocked_values << " (reorders " << layout_reorders
+    << fused_update << ", pool+conv grad " << fused_pooled_conv_grad << ", conv+relu+pool "
+    << fused_conv_relu_pool << ", blocked " << blocked_values << " (reorders " << layout_reorders
     << "); arena " << double(arena_bytes) / 1048576.0 << " MiB (live peak "
     << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
     << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses;
@@ -149,13 +150,15 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
   if (options.fusion) {
     report.fused_bn_relu += passes::fuse_bn_relu(graph);
     report.fused_epilogue += passes::fuse_epilogues(graph);
+    report.fused_pooled_conv_grad += passes::fuse_pooled_conv_grad(graph);
     report.fused_update += passes::fuse_matmul_momentum(graph);
     report.fused_elementwise += passes::fuse_elementwise(graph);
     report.fused_reduction += passes::fuse_reductions(graph);
     report.dce_removed += passes::eliminate_dead_code(graph);
     // What survived (a reduction may swallow an elementwise fusion).
     report.fused_elementwise = report.fused_epilogue = report.fused_reduction =
-        report.fused_bn_relu = report.fused_update = 0;
+        report.fused_bn_relu = report.fused_update = report.fused_pooled_conv_grad =
+            report.fused_conv_relu_pool = 0;
     for (NodeId n : graph.schedule()) {
       switch (graph.node(n).type) {
         case NodeType::fused_elementwise:
@@ -174,6 +177,12 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
           break;
         case NodeType::fused_update:
           ++report.fused_update;
+          break;
+        case NodeType::pooled_conv_grad:
+          ++report.fused_pooled_conv_grad;
+          break;
+        case NodeType::conv_relu_pool:
+          ++report.fused_conv_relu_pool;
           break;
         default:
           break;

@@ -29,6 +29,10 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
       return make_matmul_momentum_kernel(node, inputs, outputs);
     case NodeType::reorder:
       return make_layout_reorder_kernel(node, inputs, outputs);
+    case NodeType::pooled_conv_grad:
+      return make_pooled_conv_grad_kernel(node, inputs, outputs);
+    case NodeType::conv_relu_pool:
+      return make_conv_relu_pool_kernel(node, inputs, outputs);
     default:
       break;
   }

@@ -17,7 +17,8 @@ class SpecialKernel {
 };
 
 // Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
-// fused_reduction, fused_update or reorder) over the tensors it will be run with.
+// fused_reduction, fused_update, reorder, pooled_conv_grad or conv_relu_pool) over the tensors
+// it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 
@@ -52,6 +53,23 @@ bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> input
 std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,
                                                                std::span<const Tensor> inputs,
                                                                std::span<const Tensor> outputs);
+// conv_relu_pool nodes, on the same kernel with the 2×2/2 max pool done per thread on the rows
+// it has just computed (ops::single_channel_conv_relu_pool_forward).
+std::shared_ptr<SpecialKernel> make_conv_relu_pool_kernel(const Node& node,
+                                                          std::span<const Tensor> inputs,
+                                                          std::span<const Tensor> outputs);
+
+// max_pool2d_grad [+ relu_grad] + conv2d_backward_weights [+ _data] over the pool's sparse
+// gradient, one pass per image (see kernels/pooled_conv_grad.cpp). `pooled_conv_grad_fits` is
+// the shape rule the fusion pass and the kernel share: a convolution of input `x` and weight `w`
+// shapes with `conv` attrs (stride 1) whose output a 2×2/2 max pool reads, with C, O <= 16 and a
+// 3- or 5-tap kernel height (false in a build without AVX-512).
+bool pooled_conv_grad_fits(const Shape& x, const Shape& w, const ops::Attrs& conv, bool has_dx);
+bool can_run_pooled_conv_grad(const Node& node, std::span<const Tensor> inputs,
+                              std::span<const Tensor> outputs);
+std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
+                                                            std::span<const Tensor> inputs,
+                                                            std::span<const Tensor> outputs);
 
 // Elementwise nodes with per-(sample, channel) or scalar operands, and mean/sum over H, W, that
 // read blocked nChw16c activations (see kernels/blocked_spatial.cpp): whether this node, bound

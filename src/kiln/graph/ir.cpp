@@ -242,7 +242,9 @@ std::string node_label(const Node& node) {
     case NodeType::bn_relu:
     case NodeType::bn_relu_grad:
     case NodeType::bn_add_relu_grad:
-    case NodeType::fused_update: {
+    case NodeType::fused_update:
+    case NodeType::pooled_conv_grad:
+    case NodeType::conv_relu_pool: {
       std::string s = "fused[";
       for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
       return s + "]";

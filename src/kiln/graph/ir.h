@@ -59,6 +59,14 @@ enum class NodeType : uint8_t {
   fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`)
   reorder,            // a 4-D activation between channels-last and oneDNN's blocked nChw16c
                       // (direction in attrs.nchw16c; passes/block_layout.cpp)
+  pooled_conv_grad,   // max_pool2d_grad [+ relu_grad] + conv2d_backward_weights [+ _data] over
+                      // the pool's sparse gradient: inputs (pooled grad, pool input, conv input,
+                      // weight or kNoValue), outputs (dw, [db,] [dx]); attrs are the conv's with
+                      // the pool window in `kernel` (passes/fuse_pooled_conv_grad.cpp); the
+                      // pool input may be replaced by conv_relu_pool's winners
+  conv_relu_pool,     // conv2d + relu + 2×2/2 max_pool2d forward (one input channel): outputs
+                      // (pooled, winners: u8, the pool's choices for pooled_conv_grad), the
+                      // relu output never materialized; attrs are the conv's
 };
 
 struct Node {

@@ -1,6 +1,10 @@
-// conv2d with one input channel, plain or with a relu fused in, as a graph kernel: the op's
-// hand-written kernel (ops/kernels/conv_single_channel.h, 2–4× faster than oneDNN there) bound
-// once to its tensors, so the fused conv + relu of LeNet's first layer keeps that speed.
+// conv2d with one input channel, plain or with a relu fused in (and conv_relu_pool nodes, with
+// the max pool too), as a graph kernel: the op's hand-written kernel
+// (ops/kernels/conv_single_channel.h, 2–4× faster than oneDNN there) bound once to its tensors,
+// so the fused conv + relu of LeNet's first layer keeps that speed.
+#include <array>
+
+#include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
@@ -32,6 +36,28 @@ class SingleChannelConv : public SpecialKernel {
   bool relu_;
 };
 
+// conv_relu_pool: inputs x, w[, bias]; outputs pooled, winners.
+class SingleChannelConvReluPool : public SpecialKernel {
+ public:
+  SingleChannelConvReluPool(const Node& node, std::span<const Tensor> in,
+                            std::span<const Tensor> out)
+      : x_(in[0]),
+        w_(in[1]),
+        bias_(in.size() > 2 ? in[2] : Tensor()),
+        pooled_(out[0]),
+        winners_(out[1]),
+        padding_(node.attrs.padding) {}
+
+  void run(std::span<const Tensor>, std::span<Tensor>) override {
+    ops::single_channel_conv_relu_pool_forward(x_, w_, bias_.defined() ? &bias_ : nullptr, padding_,
+                                               pooled_, winners_);
+  }
+
+ private:
+  Tensor x_, w_, bias_, pooled_, winners_;
+  std::array<int64_t, 2> padding_;
+};
+
 }  // namespace
 
 bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> in,
@@ -44,6 +70,17 @@ bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> in,
       in.size() == 2 || !in[2].defined() || (in[2].dtype() == DType::f32 && in[2].is_contiguous());
   return bias_ok && in[1].is_contiguous() && out[0].is_channels_last() &&
          ops::can_run_single_channel_conv(in[0], in[1].shape(), node.attrs);
+}
+
+std::shared_ptr<SpecialKernel> make_conv_relu_pool_kernel(const Node& node,
+                                                          std::span<const Tensor> inputs,
+                                                          std::span<const Tensor> outputs) {
+  if (inputs.size() < 2 || outputs.size() != 2 ||
+      !ops::can_run_single_channel_conv(inputs[0], inputs[1].shape(), node.attrs)) {
+    throw Error(node_label(node) + ": operands " + describe(inputs[0]) +
+                " cannot run the one-input-channel convolution");
+  }
+  return std::make_shared<SingleChannelConvReluPool>(node, inputs, outputs);
 }
 
 std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,

@@ -461,10 +461,9 @@ void bias_columns(const float* dy, int64_t rows, const Geometry& g, float* b_acc
 
 }  // namespace
 
-bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const Attrs& a,
-                                 bool backward_weights) {
-  if (x.dtype() != DType::f32 || x.rank() != 4 || x.dim(1) != 1 || w_shape.rank() != 4 ||
-      w_shape[1] != 1 || a.groups != 1)
+bool single_channel_conv_fits(const Shape& x, const Shape& w_shape, const Attrs& a,
+                              bool backward_weights) {
+  if (x.rank() != 4 || x[1] != 1 || w_shape.rank() != 4 || w_shape[1] != 1 || a.groups != 1)
     return false;
   for (int i = 0; i < 2; ++i) {
     if (a.stride[i] != 1 || a.dilation[i] != 1 || a.padding[i] < 0) return false;
@@ -473,23 +472,26 @@ bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const At
   if (o < 1 || o > kMaxOutChannels || kh < 1 || kw < 1 || kh * kw > kMaxTaps) return false;
   // Broadcast-mode backward-weights (O = 16, 32, ...) measured slower than oneDNN's.
   if (backward_weights && o % kLanes == 0) return false;
-  int64_t oh = x.dim(2) + 2 * a.padding[0] - kh + 1, ow = x.dim(3) + 2 * a.padding[1] - kw + 1;
+  int64_t oh = x[2] + 2 * a.padding[0] - kh + 1, ow = x[3] + 2 * a.padding[1] - kw + 1;
   if (x.numel() == 0 || oh < 1 || ow < 1) return false;
   // Keeps the per-thread buffers (an expanded row is (W + 2*pad) * O floats) modest.
-  if ((x.dim(3) + 2 * a.padding[1]) * o > (int64_t(1) << 16)) return false;
-  return x_is_dense(x);
+  return (x[3] + 2 * a.padding[1]) * o <= (int64_t(1) << 16);
 }
 
-void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor* bias, bool relu,
-                                 Tensor& y) {
-  const char* op = "single_channel_conv_forward";
-  Geometry g = geometry(x, w.shape(), y.shape(), op);
-  if (w.dtype() != DType::f32 || !w.is_contiguous() || y.dtype() != DType::f32 ||
-      !is_dense_channels_last(y) ||
-      (bias &&
-       (bias->dtype() != DType::f32 || bias->shape() != Shape{g.o} || !bias->is_contiguous())))
-    throw Error(detail::concat(op, ": needs contiguous f32 w ", describe(w), ", channels-last y ",
-                               describe(y), ", bias [", g.o, "]"));
+bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const Attrs& a,
+                                 bool backward_weights) {
+  return x.dtype() == DType::f32 &&
+         single_channel_conv_fits(x.shape(), w_shape, a, backward_weights) && x_is_dense(x);
+}
+
+namespace {
+
+// The forward's set-up (weights and bias expanded to the lane pattern) and its parallel loop
+// over items. `rows_for(n, r0, count)` says where an item's finished output rows go ([count]
+// rows of OW*O floats); `done(n, r0, count, rows)` runs after they are written.
+template <class RowsFor, class Done>
+void forward_items(const Tensor& x, const Tensor& w, const Tensor* bias, bool relu,
+                   const Geometry& g, RowsFor rows_for, Done done) {
   const int64_t period = g.period(), taps = g.taps();
   // Expanded weights [tap][P][16] and bias [P][16]: lane l of phase p is channel (16p + l) % O.
   thread_local Scratch weight_buffer;
@@ -509,8 +511,7 @@ void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor*
   const int64_t rows = rows_per_item(g, omp_get_max_threads());
   const int64_t blocks = (g.oh + rows - 1) / rows, items = g.n * blocks;
   const float* xd = x.data<float>();
-  float* yd = y.data<float>();
-  const int64_t x_image = g.h * g.w, y_image = g.oh * g.row_len();
+  const int64_t x_image = g.h * g.w;
 #pragma omp parallel for schedule(static) if (items > 1)
   for (int64_t item = 0; item < items; ++item) {
     thread_local Scratch e_buffer, row_buffer;
@@ -519,12 +520,115 @@ void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor*
     Source src = prepare_rows(xd + n * x_image, g, table, r0, in_rows,
                               row_buffer.get(in_rows * xpad_stride(g)),
                               g.broadcast() ? nullptr : e_buffer.get(in_rows * g.e_stride()));
-    float* y_rows = yd + n * y_image + r0 * g.row_len();
+    float* y_rows = rows_for(n, r0, count);
     if (g.broadcast())
       forward_item_any<true>(count, src, g, args, y_rows);
     else
       forward_item_any<false>(count, src, g, args, y_rows);
+    done(n, r0, count, y_rows);
   }
+}
+
+// 2×2/2 max pooling of `count` finished rows starting at output row r0 (even; a last unpaired
+// row is dropped, as floor pooling drops it): the maxima, and
+// per (pixel, channel) one byte: bits 0-1 the winner in window order (the first maximum, as
+// ops/kernels/max_pool_grad.cpp finds it), bit 2 set when the maximum is <= 0.
+void pool_rows(const float* rows, int64_t r0, int64_t count, const Geometry& g, int64_t pw,
+               float* pooled, uint8_t* winners) {
+  const int64_t len = g.row_len();
+  for (int64_t i = 0; i + 1 < count; i += 2) {
+    const float* top = rows + i * len;
+    const float* bottom = top + len;
+    const int64_t py = (r0 + i) / 2;
+    for (int64_t px = 0; px < pw; ++px) {
+      for (int64_t c0 = 0; c0 < g.o; c0 += kLanes) {
+        const __mmask16 m =
+            g.o - c0 >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (g.o - c0)) - 1u);
+        const int64_t left = 2 * px * g.o + c0, right = left + g.o;
+        const __m512 va = _mm512_maskz_loadu_ps(m, top + left),
+                     vb = _mm512_maskz_loadu_ps(m, top + right);
+        const __m512 vc = _mm512_maskz_loadu_ps(m, bottom + left),
+                     vd = _mm512_maskz_loadu_ps(m, bottom + right);
+        const __mmask16 pb = _mm512_cmp_ps_mask(vb, va, _CMP_GT_OQ);
+        const __m512 m1 = _mm512_mask_mov_ps(va, pb, vb);
+        const __mmask16 pc = _mm512_cmp_ps_mask(vc, m1, _CMP_GT_OQ);
+        const __m512 m2 = _mm512_mask_mov_ps(m1, pc, vc);
+        const __mmask16 pd = _mm512_cmp_ps_mask(vd, m2, _CMP_GT_OQ);
+        const __m512 m3 = _mm512_mask_mov_ps(m2, pd, vd);
+        __m512i code = _mm512_maskz_mov_epi32(pb, _mm512_set1_epi32(1));
+        code = _mm512_mask_mov_epi32(code, pc, _mm512_set1_epi32(2));
+        code = _mm512_mask_mov_epi32(code, pd, _mm512_set1_epi32(3));
+        const __mmask16 dead = _mm512_cmp_ps_mask(m3, _mm512_setzero_ps(), _CMP_NGT_UQ);
+        code = _mm512_mask_or_epi32(code, dead, code, _mm512_set1_epi32(4));
+        const int64_t at = (py * pw + px) * g.o + c0;
+        _mm512_mask_storeu_ps(pooled + at, m, m3);
+        _mm512_mask_cvtepi32_storeu_epi8(winners + at, m, code);
+      }
+    }
+  }
+}
+
+void check_forward_operands(const char* op, const Geometry& g, const Tensor& w,
+                            const Tensor* bias) {
+  if (w.dtype() != DType::f32 || !w.is_contiguous() ||
+      (bias &&
+       (bias->dtype() != DType::f32 || bias->shape() != Shape{g.o} || !bias->is_contiguous())))
+    throw Error(
+        detail::concat(op, ": needs contiguous f32 w ", describe(w), " and bias [", g.o, "]"));
+}
+
+}  // namespace
+
+void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor* bias, bool relu,
+                                 Tensor& y) {
+  const char* op = "single_channel_conv_forward";
+  Geometry g = geometry(x, w.shape(), y.shape(), op);
+  check_forward_operands(op, g, w, bias);
+  if (y.dtype() != DType::f32 || !is_dense_channels_last(y))
+    throw Error(detail::concat(op, ": needs a channels-last f32 y, got ", describe(y)));
+  float* yd = y.data<float>();
+  const int64_t y_image = g.oh * g.row_len();
+  forward_items(
+      x, w, bias, relu, g,
+      [&](int64_t n, int64_t r0, int64_t) { return yd + n * y_image + r0 * g.row_len(); },
+      [](int64_t, int64_t, int64_t, const float*) {});
+}
+
+void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                           std::array<int64_t, 2> padding, Tensor& pooled,
+                                           Tensor& winners) {
+  const char* op = "single_channel_conv_relu_pool_forward";
+  if (x.rank() != 4 || w.rank() != 4) {
+    throw ShapeError(
+        detail::concat(op, ": expects rank-4 x and w, got x ", describe(x), ", w ", describe(w)));
+  }
+  const Shape conv{x.dim(0), w.dim(0), x.dim(2) + 2 * padding[0] - w.dim(2) + 1,
+                   x.dim(3) + 2 * padding[1] - w.dim(3) + 1};
+  Geometry g = geometry(x, w.shape(), conv, op);
+  check_forward_operands(op, g, w, bias);
+  const Shape pooled_shape{g.n, g.o, g.oh / 2, g.ow / 2};
+  if (pooled.shape() != pooled_shape || pooled.dtype() != DType::f32 ||
+      !is_dense_channels_last(pooled) || winners.shape() != pooled_shape ||
+      winners.dtype() != DType::u8 || !is_dense_channels_last(winners)) {
+    throw ShapeError(detail::concat(op, ": expects channels-last f32 pooled and u8 winners ",
+                                    pooled_shape.str(), ", got ", describe(pooled), " and ",
+                                    describe(winners)));
+  }
+  float* pd = pooled.data<float>();
+  uint8_t* wd = winners.data<uint8_t>();
+  const int64_t pooled_image = pooled_shape[2] * pooled_shape[3] * g.o;
+  // The relu output never leaves this thread's cache: each item's rows are pooled right away.
+  forward_items(
+      x, w, bias, /*relu=*/true, g,
+      [&](int64_t, int64_t, int64_t count) {
+        thread_local Scratch rows;
+        return rows.get(count * g.row_len());
+      },
+      [&](int64_t n, int64_t r0, int64_t count, const float* rows) {
+        // Items start at even rows, so an odd OH's last row is the unpaired end of its item.
+        pool_rows(rows, r0, count, g, pooled_shape[3], pd + n * pooled_image,
+                  wd + n * pooled_image);
+      });
 }
 
 void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw,
@@ -599,8 +703,15 @@ void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Ten
 bool can_run_single_channel_conv(const Tensor&, const Shape&, const Attrs&, bool) {
   return false;
 }
+bool single_channel_conv_fits(const Shape&, const Shape&, const Attrs&, bool) {
+  return false;
+}
 void single_channel_conv_forward(const Tensor&, const Tensor&, const Tensor*, bool, Tensor&) {
   throw Error("single_channel_conv_forward: built without AVX-512");
+}
+void single_channel_conv_relu_pool_forward(const Tensor&, const Tensor&, const Tensor*,
+                                           std::array<int64_t, 2>, Tensor&, Tensor&) {
+  throw Error("single_channel_conv_relu_pool_forward: built without AVX-512");
 }
 void single_channel_conv_backward_weights(const Tensor&, const Tensor&, Tensor&, Tensor*) {
   throw Error("single_channel_conv_backward_weights: built without AVX-512");

@@ -12,6 +12,7 @@
 //
 // Scope: stride 1, dilation 1, groups 1, any padding, any kernel size; the bias gradient comes
 // from the same pass. Used by the conv2d ops (and graph mode's fused conv + relu).
+#include <array>
 #include <cstdint>
 
 #include "kiln/core/tensor.h"
@@ -27,12 +28,26 @@ namespace kiln::ops {
 // O the forward runs.
 bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const Attrs& a,
                                  bool backward_weights = false);
+// The shape part of that rule (what a graph pass can check before any tensor exists); false in
+// a build without AVX-512.
+bool single_channel_conv_fits(const Shape& x_shape, const Shape& w_shape, const Attrs& a,
+                              bool backward_weights = false);
 
 // y = relu?(conv(x, w) + bias). x as can_run requires; w [O, 1, KH, KW] contiguous f32; bias [O]
 // f32 or null; y [N, O, OH, OW] channels-last dense. The padding is implied by the shapes
 // (stride 1: OH = H + 2*pad - KH + 1).
 void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor* bias, bool relu,
                                  Tensor& y);
+
+// pooled = max_pool2d(relu(conv(x, w) + bias)) with 2×2 windows of stride 2 (floor: an odd last
+// row or column is dropped), without writing the relu output: each thread pools the rows it has
+// just computed. winners: per (n, o, py, px) one byte, bits 0-1 the window position of the first
+// maximum (row-major, as ops/kernels/max_pool_grad.h picks it), bit 2 set when that maximum is
+// <= 0 (the relu passes it no gradient). x, w, bias as for the forward above; pooled (f32) and
+// winners (u8) are [N, O, OH / 2, OW / 2] channels-last dense.
+void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                           std::array<int64_t, 2> padding, Tensor& pooled,
+                                           Tensor& winners);
 
 // dw = conv2d_backward_weights(dy, x), db = sum of dy over N, H, W (when db is given). dy
 // [N, O, OH, OW] must be channels-last dense (throws otherwise); dw [O, 1, KH, KW] and db [O]

@@ -1,0 +1,197 @@
+// Graph-kernel fusion (f): a max pool's gradient into the backward of the convolution before it.
+// Forward, LeNet's layers are conv -> relu -> 2×2/2 max pool; backward (after fuse_epilogues):
+//
+//   g = fused[max_pool2d_grad,relu_grad](dyp, r)   ->  dw, db, dx = pooled_conv_grad(dyp, r, x, w)
+//   dx = conv2d_backward_data(g, w)
+//   dw, db = conv2d_backward_weights(g, x)
+//
+// r is the relu output the pool read, x the convolution's input. g is at most a quarter
+// non-zero (one pixel per window gets the window's gradient); the fused kernel
+// (kernels/pooled_conv_grad.cpp) adds only those entries, and g is never written.
+//
+// The fused node takes the pool gradient's place, so the two convolution backward nodes move
+// earlier (the one exception to the passes' move-later rule): legal because it only reads x and
+// w besides the pool gradient's inputs, and the pass checks that nothing in between writes
+// them.
+//
+// Then, where the convolution has one input channel (a network's first layer, on
+// ops/kernels/conv_single_channel) and r is read only by the pool and that fused backward, the
+// forward becomes one node too:
+//
+//   r = fused[conv2d,relu](x, w, b)    ->  p, winners = conv_relu_pool(x, w, b)
+//   p = max_pool2d(r)                      ... pooled_conv_grad(dyp, winners, x, ...)
+//
+// Each thread pools the rows it has just computed, r is never written, and the backward reads
+// one byte per pooled element (the winner and the relu mask) instead of r.
+#include <algorithm>
+
+#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/passes/passes.h"
+#include "kiln/ops/kernels/conv_single_channel.h"
+
+namespace kiln::graph::passes {
+namespace {
+using ops::OpKind;
+
+// 4-D values the kernel reads and writes channels-last (one channel: any dense layout is that).
+bool channels_last_meta(const Graph& graph, ValueId v) {
+  const ops::TensorMeta& m = graph.value(v).meta;
+  return m.dtype == DType::f32 && m.shape.rank() == 4 && dense_as_meta(graph, v) &&
+         (m.layout == ops::Layout::channels_last || m.shape[1] == 1);
+}
+
+bool same_convolution(const ops::Attrs& a, const ops::Attrs& b) {
+  return a.stride == b.stride && a.padding == b.padding && a.dilation == b.dilation &&
+         a.groups == b.groups;
+}
+
+int fuse_one(Graph& graph, NodeId pn, const ScheduleView& view) {
+  const Node& pg = graph.node(pn);
+  const bool masked = pg.type == NodeType::epilogue && pg.post_ops.size() == 1 &&
+                      pg.post_ops[0] == PostOp::relu_grad;
+  if (pg.dead || pg.op != OpKind::max_pool2d_grad || !(masked || pg.type == NodeType::op)) return 0;
+  const ops::Attrs& pool = pg.attrs;
+  const std::array<int64_t, 2> window{2, 2};
+  if (pool.kernel != window || pool.stride != window || pool.padding[0] != 0 ||
+      pool.padding[1] != 0) {
+    return 0;
+  }
+  const ValueId g = pg.outputs[0], dyp = pg.inputs[0], r = pg.inputs[1];
+  if (view.is_output[size_t(g)] || graph.value(dyp).meta.dtype != DType::f32 ||
+      !channels_last_meta(graph, r)) {
+    return 0;
+  }
+  NodeId data = -1, weights = -1;
+  for (NodeId u : view.users[size_t(g)]) {
+    const Node& n = graph.node(u);
+    if (u == data || u == weights) continue;
+    if (is_live_op(n, OpKind::conv2d_backward_data) && data < 0 && n.inputs[0] == g &&
+        n.inputs[1] != g) {
+      data = u;
+    } else if (is_live_op(n, OpKind::conv2d_backward_weights) && weights < 0 && n.inputs[0] == g &&
+               n.inputs[1] != g) {
+      weights = u;
+    } else {
+      return 0;  // another reader needs g itself
+    }
+  }
+  if (weights < 0) return 0;
+  const Node& bw = graph.node(weights);
+  const ValueId x = bw.inputs[1];
+  const bool has_db = !bw.attrs.axes.empty();
+  const Shape w_shape(bw.attrs.shape);
+  if (bw.outputs.size() != size_t(1 + int(has_db)) || !channels_last_meta(graph, x) ||
+      !pooled_conv_grad_fits(graph.value(x).meta.shape, w_shape, bw.attrs, data >= 0)) {
+    return 0;
+  }
+  Node f;
+  f.type = NodeType::pooled_conv_grad;
+  f.op = OpKind::conv2d_backward_weights;
+  f.attrs = bw.attrs;
+  f.attrs.kernel = window;
+  f.inputs = {dyp, r, x, kNoValue};
+  f.outputs = bw.outputs;
+  f.post_ops = pg.post_ops;
+  f.members = {"max_pool2d_grad"};
+  if (masked) f.members.emplace_back("relu_grad");
+  int last = view.pos[size_t(weights)];
+  if (data >= 0) {
+    const Node& bd = graph.node(data);
+    const ValueId w = bd.inputs[1], dx = bd.outputs[0];
+    if (!same_convolution(bd.attrs, bw.attrs) || graph.value(w).meta.shape != w_shape ||
+        graph.value(w).meta.dtype != DType::f32 || !dense_as_meta(graph, w) ||
+        graph.value(w).meta.layout != ops::Layout::contiguous ||
+        graph.value(dx).meta.shape != graph.value(x).meta.shape || !channels_last_meta(graph, dx)) {
+      return 0;
+    }
+    f.inputs[3] = w;
+    f.outputs.push_back(dx);
+    f.members.emplace_back("conv2d_backward_data");
+    last = std::max(last, view.pos[size_t(data)]);
+  }
+  f.members.emplace_back("conv2d_backward_weights");
+  if (crosses_write(graph, view.order, f, view.pos[size_t(pn)], last)) return 0;
+  graph.node(weights).dead = true;
+  if (data >= 0) graph.node(data).dead = true;
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    graph.value(f.outputs[i]).producer = pn;
+    graph.value(f.outputs[i]).output_index = int(i);
+  }
+  graph.node(pn) = std::move(f);
+  return 1;
+}
+
+// The forward half, for the fused backward node `bn` (see the header).
+int fuse_forward(Graph& graph, NodeId bn) {
+  const Node& back = graph.node(bn);
+  const ValueId r = back.inputs[1];
+  const Value& rv = graph.value(r);
+  if (back.post_ops.empty() || rv.kind != ValueKind::intermediate || rv.producer < 0) return 0;
+  const NodeId fn = rv.producer;
+  const Node& conv = graph.node(fn);
+  if (conv.dead || conv.type != NodeType::epilogue || conv.op != OpKind::conv2d ||
+      conv.post_ops != std::vector<PostOp>{PostOp::relu} || conv.outputs.size() != 1) {
+    return 0;
+  }
+  // r's readers: this backward node and one 2×2/2 max pool.
+  NodeId pool = -1;
+  const std::vector<std::vector<NodeId>> users = graph.users();
+  for (NodeId u : users[size_t(r)]) {
+    if (u == bn) continue;
+    const Node& n = graph.node(u);
+    const std::array<int64_t, 2> window{2, 2};
+    if (pool >= 0 || !is_live_op(n, OpKind::max_pool2d) || n.attrs.kernel != window ||
+        n.attrs.stride != window || n.attrs.padding != std::array<int64_t, 2>{0, 0}) {
+      return 0;
+    }
+    pool = u;
+  }
+  const Value& xv = graph.value(conv.inputs[0]);
+  const ValueId pooled = pool >= 0 ? graph.node(pool).outputs[0] : kNoValue;
+  if (pool < 0 || graph.value(pooled).meta.layout != ops::Layout::channels_last ||
+      std::find(graph.outputs().begin(), graph.outputs().end(), r) != graph.outputs().end() ||
+      xv.meta.dtype != DType::f32 || xv.meta.shape.rank() != 4 || xv.meta.shape[1] != 1 ||
+      !dense_as_meta(graph, conv.inputs[0])) {
+    return 0;
+  }
+  if (!ops::single_channel_conv_fits(xv.meta.shape, graph.value(conv.inputs[1]).meta.shape,
+                                     conv.attrs)) {
+    return 0;
+  }
+  ops::TensorMeta winners = graph.value(pooled).meta;
+  winners.dtype = DType::u8;
+  const ValueId won = graph.add_value(winners, ValueKind::intermediate, "pool_winners");
+  Node f;
+  f.type = NodeType::conv_relu_pool;
+  f.op = OpKind::conv2d;
+  f.attrs = conv.attrs;
+  f.inputs = conv.inputs;
+  f.outputs = {pooled, won};
+  f.members = {"conv2d", "relu", "max_pool2d"};
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    graph.value(f.outputs[i]).producer = fn;
+    graph.value(f.outputs[i]).output_index = int(i);
+  }
+  graph.node(pool).dead = true;
+  graph.node(fn) = std::move(f);
+  graph.node(bn).inputs[1] = won;
+  return 1;
+}
+
+}  // namespace
+
+int fuse_pooled_conv_grad(Graph& graph) {
+  const ScheduleView view(graph);
+  int fused = 0;
+  std::vector<NodeId> backward;
+  for (NodeId pn : view.order) {
+    if (fuse_one(graph, pn, view) == 1) {
+      ++fused;
+      backward.push_back(pn);
+    }
+  }
+  for (NodeId bn : backward) fused += fuse_forward(graph, bn);
+  return fused;
+}
+
+}  // namespace kiln::graph::passes
