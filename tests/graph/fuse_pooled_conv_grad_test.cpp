@@ -229,7 +229,7 @@ TEST(FusePooledConvGrad, FirstLayerForwardKeepsWinnersInsteadOfTheReluOutput) {
       EXPECT_EQ(count_nodes(g, NodeType::conv_relu_pool), 1) << g.str();
       EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1) << g.str();
       EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::max_pool2d)), 0);
-      EXPECT_EQ(fused.exe->report().fused_conv_relu_pool, 1);
+      EXPECT_EQ(fused.exe->report().recording_pools, 1);
       // The pooled forward output is the same maxima of the same convolution: bit for bit.
       Compiled plain = compile_and_run(first_layer(bias), in, {.fusion = false});
       EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
@@ -249,6 +249,48 @@ TEST(FusePooledConvGrad, ReluOutputWithAnotherReaderKeepsThePlainForward) {
   Compiled fused = expect_fused_matches(fn, in, 1e-4, 1e-4);
   EXPECT_EQ(count_nodes(fused.exe->graph(), NodeType::conv_relu_pool), 0);
   EXPECT_EQ(count_nodes(fused.exe->graph(), NodeType::pooled_conv_grad), 1);
+}
+
+// LeNet's second layer forward and backward: a oneDNN convolution writes r, so only the pool
+// records its winners; the flatten that reads the pooled output becomes a view of it.
+GraphFn second_layer(bool pooled_also_returned) {
+  return [pooled_also_returned](const std::vector<Tensor>& in) {
+    const Tensor &x = in[0], &w = in[1], &b = in[2], &dflat = in[3];
+    const int64_t n = x.dim(0);
+    Tensor r = ops::relu(ops::conv2d(x, w, b, {}));
+    Tensor p = ops::max_pool2d(r, {});
+    Tensor flat = ops::reshape(p, Shape{n, p.numel() / n});
+    ops::Attrs pool;
+    pool.kernel = pool.stride = {2, 2};
+    Tensor dyp = ops::reshape(dflat, p.shape());
+    Tensor g = ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
+    std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w.shape(), true, {});
+    out.push_back(ops::conv2d_backward_data(g, w, x.shape(), {}));
+    out.insert(out.begin(), flat);
+    if (pooled_also_returned) out.push_back(p);
+    return out;
+  };
+}
+
+TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
+  for (bool pooled_also_returned : {false, true}) {
+    std::vector<Tensor> in{channels_last(random_tensor({5, 6, 14, 14}, 31)),
+                           random_tensor({16, 6, 5, 5}, 32, -0.3f, 0.3f),
+                           random_tensor({16}, 33, -0.1f, 0.1f), random_tensor({5, 400}, 34)};
+    Compiled fused = expect_fused_matches(second_layer(pooled_also_returned), in, 1e-4, 1e-4);
+    const Graph& g = fused.exe->graph();
+    ASSERT_EQ(count_nodes(g, NodeType::pool_winners), 1) << g.str();
+    EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
+    EXPECT_EQ(fused.exe->report().recording_pools, 1);
+    for (NodeId id : g.schedule()) {
+      if (g.node(id).type != NodeType::pool_winners) continue;
+      // Row-major only where the flatten is the pooled output's one reader.
+      EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,
+                pooled_also_returned ? ops::Layout::channels_last : ops::Layout::contiguous);
+    }
+    Compiled plain = compile_and_run(second_layer(pooled_also_returned), in, {.fusion = false});
+    EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
+  }
 }
 
 // The kernel refuses tensors it cannot read at bind time with an error naming the node.

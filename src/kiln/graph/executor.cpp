@@ -124,8 +124,8 @@ std::string CompileReport::str() const {
     << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
     << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
-    << fused_update << ", pool+conv grad " << fused_pooled_conv_grad << ", conv+relu+pool "
-    << fused_conv_relu_pool << ", blocked " << blocked_values << " (reorders " << layout_reorders
+    << fused_update << ", pool+conv grad " << fused_pooled_conv_grad << ", recording pools "
+    << recording_pools << ", blocked " << blocked_values << " (reorders " << layout_reorders
     << "); arena " << double(arena_bytes) / 1048576.0 << " MiB (live peak "
     << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
     << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses;
@@ -158,7 +158,7 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
     // What survived (a reduction may swallow an elementwise fusion).
     report.fused_elementwise = report.fused_epilogue = report.fused_reduction =
         report.fused_bn_relu = report.fused_update = report.fused_pooled_conv_grad =
-            report.fused_conv_relu_pool = 0;
+            report.recording_pools = 0;
     for (NodeId n : graph.schedule()) {
       switch (graph.node(n).type) {
         case NodeType::fused_elementwise:
@@ -182,7 +182,8 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
           ++report.fused_pooled_conv_grad;
           break;
         case NodeType::conv_relu_pool:
-          ++report.fused_conv_relu_pool;
+        case NodeType::pool_winners:
+          ++report.recording_pools;
           break;
         default:
           break;

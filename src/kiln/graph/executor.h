@@ -43,8 +43,9 @@ struct CompileReport {
   size_t launches = 0;
   int simplified = 0, folded = 0, cse_merged = 0, dce_removed = 0;
   int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0,
-      fused_update = 0, fused_pooled_conv_grad = 0, fused_conv_relu_pool = 0;
-  int64_t arena_bytes = 0;      // the plan's peak
+      fused_update = 0, fused_pooled_conv_grad = 0;
+  int recording_pools = 0;  // max pools that record their winners (conv_relu_pool, pool_winners)
+  int64_t arena_bytes = 0;  // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants

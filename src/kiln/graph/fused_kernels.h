@@ -17,8 +17,8 @@ class SpecialKernel {
 };
 
 // Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
-// fused_reduction, fused_update, reorder, pooled_conv_grad or conv_relu_pool) over the tensors
-// it will be run with.
+// fused_reduction, fused_update, reorder, pooled_conv_grad, conv_relu_pool or pool_winners) over
+// the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 
@@ -70,6 +70,10 @@ bool can_run_pooled_conv_grad(const Node& node, std::span<const Tensor> inputs,
 std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
                                                             std::span<const Tensor> inputs,
                                                             std::span<const Tensor> outputs);
+// pool_winners nodes: the max pool that records the winners (kernels/pool_winners.cpp).
+std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
+                                                        std::span<const Tensor> inputs,
+                                                        std::span<const Tensor> outputs);
 
 // Elementwise nodes with per-(sample, channel) or scalar operands, and mean/sum over H, W, that
 // read blocked nChw16c activations (see kernels/blocked_spatial.cpp): whether this node, bound

@@ -67,6 +67,9 @@ enum class NodeType : uint8_t {
   conv_relu_pool,     // conv2d + relu + 2×2/2 max_pool2d forward (one input channel): outputs
                       // (pooled, winners: u8, the pool's choices for pooled_conv_grad), the
                       // relu output never materialized; attrs are the conv's
+  pool_winners,       // 2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
+                      // outputs (pooled, winners); pooled may be row-major where a flattening
+                      // reshape reads it
 };
 
 struct Node {

@@ -57,6 +57,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/kernels/pool_window.h"
 
 namespace kiln::graph {
 
@@ -191,36 +192,27 @@ inline Winners find_winners(const Geometry& g, const ImageInputs& in, int64_t wy
   const __mmask16 live = lanes_below(g.o);
   const float* dp = in.dyp + wy * in.row_stride + wx * in.col_stride;
   if (in.winners != nullptr) {
-    // The forward recorded them: bits 0-1 the winner, bit 2 "maximum <= 0".
+    // The forward recorded them (ops/kernels/pool_window.h); only masked nodes read them.
     const __m512i code =
         _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(live, in.winners + (wy * g.wx + wx) * g.o));
-    const __mmask16 alive = _mm512_mask_testn_epi32_mask(live, code, _mm512_set1_epi32(4));
+    const __mmask16 alive =
+        _mm512_mask_testn_epi32_mask(live, code, _mm512_set1_epi32(ops::kWindowDead));
     const __m512 gv = in.channel_stride == 1 ? _mm512_maskz_loadu_ps(alive, dp)
                                              : gather_channels(dp, in.channel_stride, alive);
     return {gv, _mm512_and_si512(code, _mm512_set1_epi32(3))};
   }
   const float* top = in.r + ((kWindow * wy) * g.ow + kWindow * wx) * g.o;
   const float* bottom = top + g.ow * g.o;
-  const __m512 va = _mm512_maskz_loadu_ps(live, top), vb = _mm512_maskz_loadu_ps(live, top + g.o);
-  const __m512 vc = _mm512_maskz_loadu_ps(live, bottom),
-               vd = _mm512_maskz_loadu_ps(live, bottom + g.o);
-  // Strict > keeps the first maximum.
-  const __mmask16 pb = _mm512_cmp_ps_mask(vb, va, _CMP_GT_OQ);
-  const __m512 m1 = _mm512_mask_mov_ps(va, pb, vb);
-  const __mmask16 pc = _mm512_cmp_ps_mask(vc, m1, _CMP_GT_OQ);
-  const __m512 m2 = _mm512_mask_mov_ps(m1, pc, vc);
-  const __mmask16 pd = _mm512_cmp_ps_mask(vd, m2, _CMP_GT_OQ);
-  const __m512 m3 = _mm512_mask_mov_ps(m2, pd, vd);
-  __m512i won = _mm512_maskz_mov_epi32(pb, _mm512_set1_epi32(1));
-  won = _mm512_mask_mov_epi32(won, pc, _mm512_set1_epi32(2));
-  won = _mm512_mask_mov_epi32(won, pd, _mm512_set1_epi32(3));
+  const ops::WindowMax wm = ops::window_max_2x2(
+      _mm512_maskz_loadu_ps(live, top), _mm512_maskz_loadu_ps(live, top + g.o),
+      _mm512_maskz_loadu_ps(live, bottom), _mm512_maskz_loadu_ps(live, bottom + g.o));
   __m512 gv = in.channel_stride == 1 ? _mm512_maskz_loadu_ps(live, dp)
                                      : gather_channels(dp, in.channel_stride, live);
   // A window whose maximum is <= 0 (or NaN) passes nothing through the relu.
   if (g.relu_mask) {
-    gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m3, _mm512_setzero_ps(), _CMP_GT_OQ), gv);
+    gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(wm.max, _mm512_setzero_ps(), _CMP_GT_OQ), gv);
   }
-  return {gv, won};
+  return {gv, wm.winner};
 }
 
 // One input channel: expand the padded image (see Tables), then every window.

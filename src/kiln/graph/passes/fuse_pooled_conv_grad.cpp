@@ -23,6 +23,14 @@
 //
 // Each thread pools the rows it has just computed, r is never written, and the backward reads
 // one byte per pooled element (the winner and the relu mask) instead of r.
+//
+// Elsewhere (a convolution on oneDNN writes r), the pool alone records the winners:
+//
+//   p = max_pool2d(r)                  ->  p, winners = pool_winners(r)
+//   f = reshape(p, [N, C·H·W])             f = reshape(p)   (a view: p is written row-major)
+//
+// where a flattening reshape is p's only reader, p is given the row-major layout, so the
+// reshape no longer copies it into that order.
 #include <algorithm>
 
 #include "kiln/graph/fused_kernels.h"
@@ -38,6 +46,13 @@ bool channels_last_meta(const Graph& graph, ValueId v) {
   const ops::TensorMeta& m = graph.value(v).meta;
   return m.dtype == DType::f32 && m.shape.rank() == 4 && dense_as_meta(graph, v) &&
          (m.layout == ops::Layout::channels_last || m.shape[1] == 1);
+}
+
+// A live max_pool2d with 2×2 windows of stride 2 and no padding.
+bool is_plain_pool(const Node& n) {
+  const std::array<int64_t, 2> window{2, 2};
+  return is_live_op(n, OpKind::max_pool2d) && n.attrs.kernel == window &&
+         n.attrs.stride == window && n.attrs.padding == std::array<int64_t, 2>{0, 0};
 }
 
 bool same_convolution(const ops::Attrs& a, const ops::Attrs& b) {
@@ -138,12 +153,7 @@ int fuse_forward(Graph& graph, NodeId bn) {
   const std::vector<std::vector<NodeId>> users = graph.users();
   for (NodeId u : users[size_t(r)]) {
     if (u == bn) continue;
-    const Node& n = graph.node(u);
-    const std::array<int64_t, 2> window{2, 2};
-    if (pool >= 0 || !is_live_op(n, OpKind::max_pool2d) || n.attrs.kernel != window ||
-        n.attrs.stride != window || n.attrs.padding != std::array<int64_t, 2>{0, 0}) {
-      return 0;
-    }
+    if (pool >= 0 || !is_plain_pool(graph.node(u))) return 0;
     pool = u;
   }
   const Value& xv = graph.value(conv.inputs[0]);
@@ -178,6 +188,47 @@ int fuse_forward(Graph& graph, NodeId bn) {
   return 1;
 }
 
+// A max pool of r that records its winners for the backward node `bn` (see the header).
+int record_pool_winners(Graph& graph, NodeId bn) {
+  const ValueId r = graph.node(bn).inputs[1];
+  if (graph.node(bn).post_ops.empty() || graph.value(r).meta.dtype != DType::f32) return 0;
+  const std::vector<std::vector<NodeId>> users = graph.users();
+  NodeId pool = -1;
+  for (NodeId u : users[size_t(r)]) {
+    if (u == bn) continue;
+    if (pool >= 0 || !is_plain_pool(graph.node(u))) return 0;
+    pool = u;
+  }
+  const std::vector<ValueId>& outputs = graph.outputs();
+  if (pool < 0 || std::find(outputs.begin(), outputs.end(), r) != outputs.end()) return 0;
+  const ValueId pooled = graph.node(pool).outputs[0];
+  ops::TensorMeta winners = graph.value(pooled).meta;
+  winners.dtype = DType::u8;
+  winners.layout = ops::Layout::channels_last;
+  const ValueId won = graph.add_value(winners, ValueKind::intermediate, "pool_winners");
+  Node f;
+  f.type = NodeType::pool_winners;
+  f.op = OpKind::max_pool2d;
+  f.attrs = graph.node(pool).attrs;
+  f.inputs = {r};
+  f.outputs = {pooled, won};
+  f.members = {"max_pool2d"};
+  graph.value(won).producer = pool;
+  graph.value(won).output_index = 1;
+  graph.node(pool) = std::move(f);
+  graph.node(bn).inputs[1] = won;
+  // A flattening reshape as the only reader: write p in the order it reads.
+  const std::vector<NodeId>& readers = users[size_t(pooled)];
+  const Shape& ps = graph.value(pooled).meta.shape;
+  if (readers.size() == 1 && is_live_op(graph.node(readers[0]), OpKind::reshape) &&
+      std::find(outputs.begin(), outputs.end(), pooled) == outputs.end() &&
+      graph.value(graph.node(readers[0]).outputs[0]).meta.shape ==
+          Shape{ps[0], ps[1] * ps[2] * ps[3]}) {
+    graph.value(pooled).meta.layout = ops::Layout::contiguous;
+  }
+  return 1;
+}
+
 }  // namespace
 
 int fuse_pooled_conv_grad(Graph& graph) {
@@ -190,7 +241,10 @@ int fuse_pooled_conv_grad(Graph& graph) {
       backward.push_back(pn);
     }
   }
-  for (NodeId bn : backward) fused += fuse_forward(graph, bn);
+  for (NodeId bn : backward) {
+    const int forward = fuse_forward(graph, bn);
+    fused += forward > 0 ? forward : record_pool_winners(graph, bn);
+  }
   return fused;
 }
 

@@ -20,6 +20,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/ops/kernels/conv_geometry.h"
+#include "kiln/ops/kernels/pool_window.h"
 
 // How it works. With one input channel an output row of y (channels-last: OW*O floats, flat index
 // j = ow*O + o) is a sum over taps (kh, kw) of w[o, kh, kw] * xpad[oh + kh, ow + kw]. Each padded
@@ -530,9 +531,8 @@ void forward_items(const Tensor& x, const Tensor& w, const Tensor* bias, bool re
 }
 
 // 2×2/2 max pooling of `count` finished rows starting at output row r0 (even; a last unpaired
-// row is dropped, as floor pooling drops it): the maxima, and
-// per (pixel, channel) one byte: bits 0-1 the winner in window order (the first maximum, as
-// ops/kernels/max_pool_grad.cpp finds it), bit 2 set when the maximum is <= 0.
+// row is dropped, as floor pooling drops it): the maxima, and per (pixel, channel) the window's
+// byte (kernels/pool_window.h).
 void pool_rows(const float* rows, int64_t r0, int64_t count, const Geometry& g, int64_t pw,
                float* pooled, uint8_t* winners) {
   const int64_t len = g.row_len();
@@ -549,20 +549,10 @@ void pool_rows(const float* rows, int64_t r0, int64_t count, const Geometry& g, 
                      vb = _mm512_maskz_loadu_ps(m, top + right);
         const __m512 vc = _mm512_maskz_loadu_ps(m, bottom + left),
                      vd = _mm512_maskz_loadu_ps(m, bottom + right);
-        const __mmask16 pb = _mm512_cmp_ps_mask(vb, va, _CMP_GT_OQ);
-        const __m512 m1 = _mm512_mask_mov_ps(va, pb, vb);
-        const __mmask16 pc = _mm512_cmp_ps_mask(vc, m1, _CMP_GT_OQ);
-        const __m512 m2 = _mm512_mask_mov_ps(m1, pc, vc);
-        const __mmask16 pd = _mm512_cmp_ps_mask(vd, m2, _CMP_GT_OQ);
-        const __m512 m3 = _mm512_mask_mov_ps(m2, pd, vd);
-        __m512i code = _mm512_maskz_mov_epi32(pb, _mm512_set1_epi32(1));
-        code = _mm512_mask_mov_epi32(code, pc, _mm512_set1_epi32(2));
-        code = _mm512_mask_mov_epi32(code, pd, _mm512_set1_epi32(3));
-        const __mmask16 dead = _mm512_cmp_ps_mask(m3, _mm512_setzero_ps(), _CMP_NGT_UQ);
-        code = _mm512_mask_or_epi32(code, dead, code, _mm512_set1_epi32(4));
+        const WindowMax wm = window_max_2x2(va, vb, vc, vd);
         const int64_t at = (py * pw + px) * g.o + c0;
-        _mm512_mask_storeu_ps(pooled + at, m, m3);
-        _mm512_mask_cvtepi32_storeu_epi8(winners + at, m, code);
+        _mm512_mask_storeu_ps(pooled + at, m, wm.max);
+        _mm512_mask_cvtepi32_storeu_epi8(winners + at, m, window_code(wm));
       }
     }
   }
