@@ -112,6 +112,9 @@ void validate(const TrainConfig& c) {
   if (c.mode != "eager" && c.mode != "graph") {
     throw Error("kiln train: --mode must be eager or graph, got '" + c.mode + "'");
   }
+  if (!c.dump_graph.empty() && c.mode != "graph") {
+    throw Error("kiln train: --dump-graph writes the compiled graph; it needs --mode graph");
+  }
   models::create(c.model);  // validates the name (cheap: a few small tensors)
 }
 
@@ -178,7 +181,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
   set_seed(c.seed);
   dataset::config::set_seed(c.seed);
   set_context({.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE,
-               .enable_graph_kernel = c.graph_kernel});
+               .enable_graph_kernel = c.graph_kernel,
+               .save_graphs_path = c.dump_graph});
 
   train::FashionMnistOptions data{.data_dir = c.data_dir,
                                   .usage = "train",
@@ -320,6 +324,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--resume", c->resume, "Resume from a checkpoint written with --ckpt-dir");
   cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)");
   cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
+  cmd->add_option("--dump-graph", c->dump_graph,
+                  "Graph mode: write each compiled graph's IR before and after the passes there "
+                  "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");
   cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, action] {
     if (!config_file->empty()) apply_yaml(*cmd, *config_file);
     c->graph_kernel = *graph_kernel == "on";

@@ -36,6 +36,7 @@ struct TrainConfig {
   std::string resume;
   bool json = false;
   int64_t print_every = 100;  // LossMonitor's per_print_times
+  std::string dump_graph;     // graph mode: write the IR before and after the passes there
 };
 
 struct TrainReport {
