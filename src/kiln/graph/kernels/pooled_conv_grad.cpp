@@ -124,8 +124,9 @@ struct ThreadScratch {
   AlignedBuffer<float> dw;  // [o][kh][lanes] (one input channel: [kh][lanes]), 16-lane rows
   alignas(64) float db[kLanes] = {};
   explicit ThreadScratch(const Geometry& g)
+      // A vector of slack after the last row: the expansion's and the tap rows' unmasked loads
+      // read up to 15 floats past a row's end (into the next row, or this slack).
       : xpad(g.padded_h() * g.row() + kLanes),
-        // Loads of the last window's runs may reach up to a vector past a row's end.
         expanded(g.single_channel() ? g.padded_h() * g.expanded_row() + kLanes : 0),
         dxpad(g.has_dx ? g.padded_h() * g.row() + kLanes : 0),
         gradient(g.windows() * kLanes),
@@ -448,14 +449,22 @@ std::optional<Geometry> geometry(const Node& node, std::span<const Tensor> in,
   }
   const int64_t oh = x.dim(2) + 2 * a.padding[0] - dw.dim(2) + 1,
                 ow = x.dim(3) + 2 * a.padding[1] - dw.dim(3) + 1;
-  Geometry g{x.dim(0),     x.dim(1),
-             x.dim(2),     x.dim(3),
-             dw.dim(0),    dw.dim(2),
-             dw.dim(3),    a.padding[0],
-             a.padding[1], oh,
-             ow,           dyp.dim(2),
-             dyp.dim(3),   !node.post_ops.empty(),
-             has_dx,       has_db};
+  const Geometry g{.n = x.dim(0),
+                   .c = x.dim(1),
+                   .h = x.dim(2),
+                   .w = x.dim(3),
+                   .o = dw.dim(0),
+                   .kh = dw.dim(2),
+                   .kw = dw.dim(3),
+                   .ph = a.padding[0],
+                   .pw = a.padding[1],
+                   .oh = oh,
+                   .ow = ow,
+                   .wy = dyp.dim(2),
+                   .wx = dyp.dim(3),
+                   .relu_mask = !node.post_ops.empty(),
+                   .has_dx = has_dx,
+                   .has_db = has_db};
   const Shape r_shape = recorded ? Shape{g.n, g.o, g.wy, g.wx} : Shape{g.n, g.o, g.oh, g.ow};
   const bool shapes = r.shape() == r_shape && dyp.dim(0) == g.n && dyp.dim(1) == g.o &&
                       g.wy == g.oh / kWindow && g.wx == g.ow / kWindow;

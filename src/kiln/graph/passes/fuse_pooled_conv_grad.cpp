@@ -60,7 +60,8 @@ bool same_convolution(const ops::Attrs& a, const ops::Attrs& b) {
          a.groups == b.groups;
 }
 
-int fuse_one(Graph& graph, NodeId pn, const ScheduleView& view) {
+// The backward half (see the header), at the pool gradient node `pn`.
+int fuse_backward(Graph& graph, NodeId pn, const ScheduleView& view) {
   const Node& pg = graph.node(pn);
   const bool masked = pg.type == NodeType::epilogue && pg.post_ops.size() == 1 &&
                       pg.post_ops[0] == PostOp::relu_grad;
@@ -236,7 +237,7 @@ int fuse_pooled_conv_grad(Graph& graph) {
   int fused = 0;
   std::vector<NodeId> backward;
   for (NodeId pn : view.order) {
-    if (fuse_one(graph, pn, view) == 1) {
+    if (fuse_backward(graph, pn, view) == 1) {
       ++fused;
       backward.push_back(pn);
     }
