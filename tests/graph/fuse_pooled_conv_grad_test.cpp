@@ -56,71 +56,33 @@ void expect_fused(const Case& c, uint64_t seed) {
   EXPECT_EQ(fused.exe->report().fused_pooled_conv_grad, 1);
 }
 
-// LeNet's first layer: one input channel, 6 outputs, 5×5, padding 2, no dx (lanes (kw, o)).
-TEST(FusePooledConvGrad, SingleInputChannelLikeLeNetConv1) {
-  expect_fused({.n = 5,
-                .c = 1,
-                .h = 28,
-                .w = 28,
-                .o = 6,
-                .k = 5,
-                .pad = 2,
-                .relu_mask = true,
-                .data_gradient = false,
-                .bias = true,
-                .dyp_channels_last = true},
-               1);
+struct NamedCase {
+  const char* name;
+  Case c;
+};
+
+// Case fields: n, c, h, w, o, k, pad, relu_mask, data_gradient, bias, dyp_channels_last.
+const NamedCase kCases[] = {
+    // LeNet's first layer: one input channel, 6 outputs, 5×5, padding 2, no dx (lanes (kw, o)).
+    {"LeNetConv1", {5, 1, 28, 28, 6, 5, 2, true, false, true, true}},
+    // LeNet's second layer: 6 -> 16, 5×5, no padding, dx too; the pooled gradient arrives in
+    // NCHW (from the flatten's reshape), so it is gathered with strides.
+    {"LeNetConv2WithDataGradient", {5, 6, 14, 14, 16, 5, 0, true, true, true, false}},
+    // 3×3 with padding (dx reaches the border), odd extents (the pool drops the last row and
+    // column, which get no gradient), no relu mask, no bias, a batch smaller than the threads.
+    {"ThreeByThreePaddedOddExtentsNoMaskNoBias", {1, 3, 9, 11, 5, 3, 1, false, true, false, true}},
+    // One input channel with dx asked for takes the general path.
+    {"SingleInputChannelWithDataGradient", {3, 1, 12, 10, 16, 3, 1, true, true, true, true}},
+};
+
+class FusePooledConvGradCase : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(FusePooledConvGradCase, MatchesUnfusedAndFuses) {
+  expect_fused(GetParam().c, 1);
 }
 
-// LeNet's second layer: 6 -> 16, 5×5, no padding, dx too; the pooled gradient arrives in NCHW
-// (from the flatten's reshape), so it is gathered with strides.
-TEST(FusePooledConvGrad, DataAndWeightGradientsLikeLeNetConv2) {
-  expect_fused({.n = 5,
-                .c = 6,
-                .h = 14,
-                .w = 14,
-                .o = 16,
-                .k = 5,
-                .pad = 0,
-                .relu_mask = true,
-                .data_gradient = true,
-                .bias = true,
-                .dyp_channels_last = false},
-               2);
-}
-
-// 3×3 with padding (dx reaches the border), odd extents (the pool drops the last row and column,
-// which get no gradient), no relu mask, no bias, a batch smaller than the thread count.
-TEST(FusePooledConvGrad, ThreeByThreePaddedOddExtentsNoMaskNoBias) {
-  expect_fused({.n = 1,
-                .c = 3,
-                .h = 9,
-                .w = 11,
-                .o = 5,
-                .k = 3,
-                .pad = 1,
-                .relu_mask = false,
-                .data_gradient = true,
-                .bias = false,
-                .dyp_channels_last = true},
-               3);
-}
-
-// One input channel with dx asked for takes the general path.
-TEST(FusePooledConvGrad, SingleInputChannelWithDataGradient) {
-  expect_fused({.n = 3,
-                .c = 1,
-                .h = 12,
-                .w = 10,
-                .o = 16,
-                .k = 3,
-                .pad = 1,
-                .relu_mask = true,
-                .data_gradient = true,
-                .bias = true,
-                .dyp_channels_last = true},
-               4);
-}
+INSTANTIATE_TEST_SUITE_P(Shapes, FusePooledConvGradCase, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Ties: every window of r holds equal values, so the first pixel in window order must win (as
 // in the one-pass pooling gradient); all-negative windows pass nothing through the relu mask.
