@@ -84,8 +84,9 @@ TEST_P(FusePooledConvGradCase, MatchesUnfusedAndFuses) {
 INSTANTIATE_TEST_SUITE_P(Shapes, FusePooledConvGradCase, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Ties: every window of r holds equal values, so the first pixel in window order must win (as
-// in the one-pass pooling gradient); all-negative windows pass nothing through the relu mask.
+// Ties: where a window's maximum appears more than once, the first pixel in window order must win
+// (as in the one-pass pooling gradient), at each of the three compares; all-negative windows pass
+// nothing through the relu mask.
 TEST(FusePooledConvGrad, TiesGoToTheFirstPixelAndNegativeWindowsToNone) {
   const Case c{.n = 2,
                .c = 2,
