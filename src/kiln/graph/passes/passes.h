@@ -33,7 +33,9 @@ int fuse_bn_relu(Graph& graph);
 // into the velocity, the gradient is never materialized (fuse_matmul_momentum.cpp).
 int fuse_matmul_momentum(Graph& graph);
 // (f) A 2×2/2 max pool's gradient [+ relu_grad] and the backward of the convolution before it:
-// one kernel that adds only the pool gradient's non-zero entries (fuse_pooled_conv_grad.cpp).
+// one kernel that adds only the pool gradient's non-zero entries. The forward pool then records
+// its winners for it, fused with a one-input-channel conv + relu (the relu output never
+// written) or alone (fuse_pooled_conv_grad.cpp).
 int fuse_pooled_conv_grad(Graph& graph);
 
 // Layout propagation: 4-D f32 activations of 32+ channels (a multiple of 16) stay in oneDNN's
