@@ -11,30 +11,29 @@
 
 #include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/kernels/conv_geometry.h"
 #include "kiln/ops/kernels/pool_window.h"
 
 namespace kiln::graph {
 
 #if defined(__AVX512F__)
 namespace {
+using ops::conv_geometry::is_dense_channels_last;
 
 constexpr int64_t kLanes = 16;
-
-bool dense_channels_last(const Tensor& t) {
-  return t.rank() == 4 && t.is_dense() && t.is_channels_last();
-}
 
 // inputs: x [N, C, H, W] channels-last f32; outputs: pooled [N, C, H / 2, W / 2] f32,
 // channels-last or row-major, and winners, the same shape, channels-last u8.
 bool operands_fit(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
   if (node.type != NodeType::pool_winners || in.size() != 1 || out.size() != 2) return false;
   const Tensor &x = in[0], &pooled = out[0], &winners = out[1];
-  if (x.dtype() != DType::f32 || !dense_channels_last(x)) return false;
+  if (x.dtype() != DType::f32 || x.rank() != 4 || !is_dense_channels_last(x)) return false;
   const Shape expected{x.dim(0), x.dim(1), x.dim(2) / 2, x.dim(3) / 2};
   return expected[2] > 0 && expected[3] > 0 && pooled.shape() == expected &&
-         pooled.dtype() == DType::f32 && (dense_channels_last(pooled) || pooled.is_contiguous()) &&
+         pooled.dtype() == DType::f32 &&
+         (is_dense_channels_last(pooled) || pooled.is_contiguous()) &&
          winners.shape() == expected && winners.dtype() == DType::u8 &&
-         dense_channels_last(winners);
+         is_dense_channels_last(winners);
 }
 
 class PoolWinners : public SpecialKernel {
@@ -47,7 +46,7 @@ class PoolWinners : public SpecialKernel {
     const int64_t ph = pooled_.dim(2), pw = pooled_.dim(3);
     // Where channel c of pooled pixel (py, px) goes: c + pixel * C (channels-last) or
     // c * PH * PW + pixel (row-major).
-    const bool row_major = !dense_channels_last(pooled_);
+    const bool row_major = !is_dense_channels_last(pooled_);
     const int64_t channel_stride = row_major ? ph * pw : 1, pixel_stride = row_major ? 1 : c;
     const __m512i lane_offset =
         _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),

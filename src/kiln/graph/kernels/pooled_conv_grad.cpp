@@ -57,12 +57,15 @@
 
 #include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/kernels/conv_geometry.h"
 #include "kiln/ops/kernels/pool_window.h"
 
 namespace kiln::graph {
 
 #if defined(__AVX512F__)
 namespace {
+using ops::conv_geometry::is_dense_channels_last;
+using ops::conv_geometry::round_up;
 
 constexpr int64_t kLanes = 16;
 constexpr int64_t kWindow = 2;         // the pool's kernel and stride
@@ -71,9 +74,6 @@ constexpr int64_t kMaxRunVectors = 4;  // KW·C, (KW + 1)·C and KW·O floats, a
 
 int64_t vectors(int64_t floats) {
   return (floats + kLanes - 1) / kLanes;
-}
-int64_t round_up(int64_t v, int64_t m) {
-  return (v + m - 1) / m * m;
 }
 __mmask16 lanes_below(int64_t n) {
   return n >= kLanes ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
@@ -402,16 +402,6 @@ Fn pick(const std::array<Fn, kMaxRunVectors>& three, const std::array<Fn, kMaxRu
   return (kh == 3 ? three : five)[size_t(vectors(floats) - 1)];
 }
 
-bool dense_channels_last(const Tensor& t) {
-  if (t.rank() != 4) return false;
-  const int64_t c = t.dim(1), h = t.dim(2), w = t.dim(3);
-  const std::array<int64_t, 4> expected = {h * w * c, 1, w * c, c};
-  for (size_t d = 0; d < 4; ++d) {
-    if (t.dim(int(d)) > 1 && t.strides()[d] != expected[d]) return false;
-  }
-  return true;
-}
-
 bool f32(const Tensor& t) {
   return t.defined() && t.dtype() == DType::f32;
 }
@@ -468,7 +458,7 @@ std::optional<Geometry> geometry(const Node& node, std::span<const Tensor> in,
   const Shape r_shape = recorded ? Shape{g.n, g.o, g.wy, g.wx} : Shape{g.n, g.o, g.oh, g.ow};
   const bool shapes = r.shape() == r_shape && dyp.dim(0) == g.n && dyp.dim(1) == g.o &&
                       g.wy == g.oh / kWindow && g.wx == g.ow / kWindow;
-  if (!shapes || !dense_channels_last(r) || !dense_channels_last(x) || !dw.is_contiguous()) {
+  if (!shapes || !is_dense_channels_last(r) || !is_dense_channels_last(x) || !dw.is_contiguous()) {
     return {};
   }
   if (has_db && (!f32(out[1]) || out[1].shape() != Shape{g.o} || !out[1].is_contiguous())) {
@@ -477,7 +467,7 @@ std::optional<Geometry> geometry(const Node& node, std::span<const Tensor> in,
   if (has_dx) {
     const Tensor &w = in[3], &dx = out.back();
     if (!f32(w) || w.shape() != dw.shape() || !w.is_contiguous() || !f32(dx) ||
-        dx.shape() != x.shape() || !dense_channels_last(dx)) {
+        dx.shape() != x.shape() || !is_dense_channels_last(dx)) {
       return {};
     }
   }
