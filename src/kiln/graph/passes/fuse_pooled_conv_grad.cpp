@@ -137,6 +137,30 @@ int fuse_backward(Graph& graph, NodeId pn, const ScheduleView& view) {
   return 1;
 }
 
+// The one 2×2/2 max pool that reads r besides the backward node `bn`, where r has no other
+// reader and is not a graph output; -1 otherwise.
+NodeId only_pool_beside(const Graph& graph, const std::vector<std::vector<NodeId>>& users,
+                        ValueId r, NodeId bn) {
+  const std::vector<ValueId>& outputs = graph.outputs();
+  if (std::find(outputs.begin(), outputs.end(), r) != outputs.end()) return -1;
+  NodeId pool = -1;
+  for (NodeId u : users[size_t(r)]) {
+    if (u == bn) continue;
+    if (pool >= 0 || !is_plain_pool(graph.node(u))) return -1;
+    pool = u;
+  }
+  return pool;
+}
+
+// A new value for the winners of the pool whose output is `pooled`: one byte per element,
+// channels-last (as the kernels record them).
+ValueId add_winners_value(Graph& graph, ValueId pooled) {
+  ops::TensorMeta winners = graph.value(pooled).meta;
+  winners.dtype = DType::u8;
+  winners.layout = ops::Layout::channels_last;
+  return graph.add_value(winners, ValueKind::intermediate, "pool_winners");
+}
+
 // The forward half, for the fused backward node `bn` (see the header).
 int fuse_forward(Graph& graph, NodeId bn) {
   const Node& back = graph.node(bn);
@@ -149,18 +173,11 @@ int fuse_forward(Graph& graph, NodeId bn) {
       conv.post_ops != std::vector<PostOp>{PostOp::relu} || conv.outputs.size() != 1) {
     return 0;
   }
-  // r's readers: this backward node and one 2×2/2 max pool.
-  NodeId pool = -1;
-  const std::vector<std::vector<NodeId>> users = graph.users();
-  for (NodeId u : users[size_t(r)]) {
-    if (u == bn) continue;
-    if (pool >= 0 || !is_plain_pool(graph.node(u))) return 0;
-    pool = u;
-  }
+  const NodeId pool = only_pool_beside(graph, graph.users(), r, bn);
+  if (pool < 0) return 0;
   const Value& xv = graph.value(conv.inputs[0]);
-  const ValueId pooled = pool >= 0 ? graph.node(pool).outputs[0] : kNoValue;
-  if (pool < 0 || graph.value(pooled).meta.layout != ops::Layout::channels_last ||
-      std::find(graph.outputs().begin(), graph.outputs().end(), r) != graph.outputs().end() ||
+  const ValueId pooled = graph.node(pool).outputs[0];
+  if (graph.value(pooled).meta.layout != ops::Layout::channels_last ||
       xv.meta.dtype != DType::f32 || xv.meta.shape.rank() != 4 || xv.meta.shape[1] != 1 ||
       !dense_as_meta(graph, conv.inputs[0])) {
     return 0;
@@ -169,9 +186,7 @@ int fuse_forward(Graph& graph, NodeId bn) {
                                      conv.attrs)) {
     return 0;
   }
-  ops::TensorMeta winners = graph.value(pooled).meta;
-  winners.dtype = DType::u8;
-  const ValueId won = graph.add_value(winners, ValueKind::intermediate, "pool_winners");
+  const ValueId won = add_winners_value(graph, pooled);
   Node f;
   f.type = NodeType::conv_relu_pool;
   f.op = OpKind::conv2d;
@@ -194,19 +209,10 @@ int record_pool_winners(Graph& graph, NodeId bn) {
   const ValueId r = graph.node(bn).inputs[1];
   if (graph.node(bn).post_ops.empty() || graph.value(r).meta.dtype != DType::f32) return 0;
   const std::vector<std::vector<NodeId>> users = graph.users();
-  NodeId pool = -1;
-  for (NodeId u : users[size_t(r)]) {
-    if (u == bn) continue;
-    if (pool >= 0 || !is_plain_pool(graph.node(u))) return 0;
-    pool = u;
-  }
-  const std::vector<ValueId>& outputs = graph.outputs();
-  if (pool < 0 || std::find(outputs.begin(), outputs.end(), r) != outputs.end()) return 0;
+  const NodeId pool = only_pool_beside(graph, users, r, bn);
+  if (pool < 0) return 0;
   const ValueId pooled = graph.node(pool).outputs[0];
-  ops::TensorMeta winners = graph.value(pooled).meta;
-  winners.dtype = DType::u8;
-  winners.layout = ops::Layout::channels_last;
-  const ValueId won = graph.add_value(winners, ValueKind::intermediate, "pool_winners");
+  const ValueId won = add_winners_value(graph, pooled);
   Node f;
   f.type = NodeType::pool_winners;
   f.op = OpKind::max_pool2d;
@@ -221,6 +227,7 @@ int record_pool_winners(Graph& graph, NodeId bn) {
   // A flattening reshape as the only reader: write p in the order it reads.
   const std::vector<NodeId>& readers = users[size_t(pooled)];
   const Shape& ps = graph.value(pooled).meta.shape;
+  const std::vector<ValueId>& outputs = graph.outputs();
   if (readers.size() == 1 && is_live_op(graph.node(readers[0]), OpKind::reshape) &&
       std::find(outputs.begin(), outputs.end(), pooled) == outputs.end() &&
       graph.value(graph.node(readers[0]).outputs[0]).meta.shape ==
