@@ -60,5 +60,72 @@ TEST(MemoryPlan, ReshapeOfChannelsLastCopiesCorrectly) {
   expect_all_close(c.outputs, fn(in), 1e-5, 1e-5, "reshape of channels-last");
 }
 
+TEST(MemoryPlan, AnInputNothingReadsStillGetsItsBuffer) {
+  GraphFn fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::exp(in[0])}; };
+  std::vector<Tensor> in{random_tensor({4, 4}, 1), random_tensor({3}, 2)};
+  Compiled c = compile_and_run(fn, in, {});  // the plan checker runs while compiling
+  check_memory_plan(c.exe->plan());
+  expect_all_close(c.outputs, fn(in), 1e-6, 1e-6, "unused input");
+}
+
+// Two residual blocks of batch norms after a 1x1 convolution, trained one SGD step: with fusion
+// the batch-norm gradients are fused kernels, and each writes its results over the gradients it
+// consumes (dx over g; dy over b and dx over a at the block output) instead of into fresh memory.
+TEST(MemoryPlan, FusedBatchNormGradientsWriteOverTheGradientsTheyRead) {
+  auto params = [] {
+    std::vector<Tensor> p{random_tensor({16, 16, 1, 1}, 1, -0.3f, 0.3f)};
+    for (uint64_t i = 0; i < 4; ++i) {
+      p.push_back(random_tensor({16}, 10 + i, 0.5f, 1.5f));
+      p.push_back(random_tensor({16}, 20 + i, -0.2f, 0.2f));
+    }
+    return clone_all(p);
+  };
+  LossFn loss = [](const std::vector<Tensor>& p, const Tensor& x, const Tensor&) {
+    auto bn = [&](size_t k, const Tensor& in) {
+      return ops::batch_norm(in, p[k], p[k + 1], Tensor::zeros({16}), Tensor::ones({16}), true, 0.9,
+                             1e-5)[0];
+    };
+    Tensor h = ops::conv2d(x, p[0], Tensor(), {});
+    Tensor z1 = ops::relu(ops::add(bn(3, ops::relu(bn(1, h))), h));
+    Tensor z2 = ops::relu(ops::add(bn(7, ops::relu(bn(5, z1))), z1));
+    return ops::mean(ops::square(z2));
+  };
+  Tensor x = channels_last(random_tensor({6, 16, 5, 5}, 7, -1, 2));
+  Tensor labels = Tensor::zeros({6}, DType::i32), lr = Tensor::scalar(0.1);
+  std::vector<std::vector<Tensor>> trained;
+  std::vector<float> losses;
+  for (bool fusion : {false, true}) {
+    std::vector<Tensor> p = params();
+    Executable exe(trace_step(loss, p, x, labels, lr), {.fusion = fusion});
+    losses.push_back(exe.run(std::vector<Tensor>{x, labels})[0].item<float>());
+    trained.push_back(p);
+    if (!fusion) continue;
+    const Graph& g = exe.graph();
+    const MemoryPlan& plan = exe.plan();
+    check_memory_plan(plan);
+    auto same_buffer = [&](ValueId a, ValueId b) {
+      return plan.buffer_of[size_t(a)] != MemoryPlan::kNone &&
+             plan.buffer_of[size_t(a)] == plan.buffer_of[size_t(b)];
+    };
+    int relu_grads = 0, add_relu_grads = 0;
+    for (NodeId n : g.schedule()) {
+      const Node& node = g.node(n);
+      if (node.type == NodeType::bn_relu_grad) {
+        ++relu_grads;
+        EXPECT_TRUE(same_buffer(node.outputs[0], node.inputs[0])) << "dx over g";
+      }
+      if (node.type == NodeType::bn_add_relu_grad) {
+        ++add_relu_grads;
+        EXPECT_TRUE(same_buffer(node.outputs[3], node.inputs[1])) << "dy over b";
+        EXPECT_TRUE(same_buffer(node.outputs[0], node.inputs[0])) << "dx over a";
+      }
+    }
+    EXPECT_GE(relu_grads, 2);
+    EXPECT_EQ(add_relu_grads, 1);
+  }
+  EXPECT_NEAR(losses[0], losses[1], 1e-6);
+  expect_all_close(trained[1], trained[0], 1e-6, 1e-5, "params after one step");
+}
+
 }  // namespace
 }  // namespace kiln::graph

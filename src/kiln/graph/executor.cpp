@@ -125,10 +125,11 @@ std::string CompileReport::str() const {
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
     << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
     << fused_update << ", pool+conv grad " << fused_pooled_conv_grad << ", recording pools "
-    << recording_pools << ", blocked " << blocked_values << " (reorders " << layout_reorders
-    << "); arena " << double(arena_bytes) / 1048576.0 << " MiB (live peak "
-    << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
-    << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses;
+    << recording_pools << ", streaming stores " << streaming_stores << ", blocked "
+    << blocked_values << " (reorders " << layout_reorders << "); arena "
+    << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
+    << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
+    << inplace_reuses;
   return s.str();
 }
 
@@ -210,6 +211,7 @@ Executable::Executable(Graph graph, const CompileOptions& options)
       report_.layout_reorders += graph_.node(n).type == NodeType::reorder ? 1 : 0;
     }
   }
+  if (options_.fusion) report_.streaming_stores = passes::mark_streaming_stores(graph_);
   graph_.verify();
   if (!options_.dump_dir.empty()) {
     dump(graph_, options_.dump_dir, options_.dump_name + "_1_compiled");

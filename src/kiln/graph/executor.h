@@ -21,7 +21,7 @@ struct Arena {
 struct CompileOptions {
   bool optimize = true;    // constant folding, CSE, DCE, algebraic simplification
   bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
-  bool inplace = true;     // the memory plan may write an elementwise output over a dying input
+  bool inplace = true;     // the memory plan may write an output over a dying input (memory_plan.h)
   bool check_plan = true;  // verify the memory plan (no two live tensors overlap)
   // Keep activations in oneDNN's blocked layout between the kernels that read it (with
   // fusion; passes/block_layout.cpp).
@@ -44,8 +44,9 @@ struct CompileReport {
   int simplified = 0, folded = 0, cse_merged = 0, dce_removed = 0;
   int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0,
       fused_update = 0, fused_pooled_conv_grad = 0;
-  int recording_pools = 0;  // max pools that record their winners (conv_relu_pool, pool_winners)
-  int64_t arena_bytes = 0;  // the plan's peak
+  int recording_pools = 0;   // max pools that record their winners (conv_relu_pool, pool_winners)
+  int streaming_stores = 0;  // batch-norm outputs written past the caches (stream_stores.cpp)
+  int64_t arena_bytes = 0;   // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants

@@ -195,7 +195,7 @@ std::string Graph::str() const {
         s << "%" << n.inputs[j];
       }
     }
-    s << ")" << attrs_str(n.attrs);
+    s << ")" << attrs_str(n.attrs) << (n.stream_output ? " stream_output" : "");
     if (!n.outputs.empty()) s << " :";
     for (size_t j = 0; j < n.outputs.size(); ++j) {
       s << (j ? ", " : " ") << meta_str(value(n.outputs[j]).meta);

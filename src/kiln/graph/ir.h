@@ -82,6 +82,9 @@ struct Node {
   std::vector<PostOp> post_ops;      // epilogue
   std::vector<std::string> members;  // names of the ops a fused node replaced (dump, tests)
   ops::TensorMeta chain_meta;        // fused_reduction: the chain's result, before reducing
+  // bn_relu: output 0 is written with streaming stores, past the caches
+  // (passes/stream_stores.cpp).
+  bool stream_output = false;
   bool dead = false;
 };
 

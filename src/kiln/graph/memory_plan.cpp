@@ -17,6 +17,26 @@ int64_t round_up(int64_t n, int64_t a) {
   return (n + a - 1) / a * a;
 }
 
+// The inputs (by index) whose buffer output `out` may take over when the input dies at `node`:
+// any input of a pointwise node's single output; for the fused batch-norm backward kernels the
+// ones their passes read only at the index they write (see batch_norm_rows.h). Writing over a
+// gradient just read, instead of into memory last touched a whole step ago, also spares the
+// write its fetch from DRAM.
+std::vector<int> inplace_inputs(const Node& node, size_t out) {
+  if (is_pointwise(node) && node.outputs.size() == 1) {
+    std::vector<int> all(node.inputs.size());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  // dx over the incoming gradient g: the second pass reads g and x where it writes dx.
+  if (node.type == NodeType::bn_relu_grad && out == 0) return {0};
+  // The first pass reads a and b where it writes dy = relu_grad(a + b); the second reads dy
+  // and x where it writes dx, a no longer read.
+  if (node.type == NodeType::bn_add_relu_grad && out == 3) return {1};
+  if (node.type == NodeType::bn_add_relu_grad && out == 0) return {0};
+  return {};
+}
+
 }  // namespace
 
 bool is_pointwise(const Node& node) {
@@ -67,6 +87,8 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
     }
   }
   for (ValueId v : graph.outputs()) last[size_t(plan.alias_of[size_t(v)])] = end;
+  // An input nothing reads is still copied in before the first node.
+  for (ValueId v : graph.inputs()) last[size_t(v)] = std::max(last[size_t(v)], -1);
 
   // Assign buffers in schedule order so in-place reuse can hand a dying input's buffer on.
   auto new_buffer = [&](ValueId v) {
@@ -83,12 +105,14 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
   for (ValueId v : graph.outputs()) is_output[size_t(plan.alias_of[size_t(v)])] = true;
   for (int pos = 0; pos < end; ++pos) {
     const Node& node = graph.node(plan.schedule[size_t(pos)]);
-    for (ValueId out : node.outputs) {
+    for (size_t oi = 0; oi < node.outputs.size(); ++oi) {
+      const ValueId out = node.outputs[oi];
       if (!owns[size_t(out)]) continue;
       int reuse = MemoryPlan::kNone;
-      if (options.inplace && is_pointwise(node) && node.outputs.size() == 1) {
+      if (options.inplace) {
         const Value& ov = graph.value(out);
-        for (ValueId in : node.inputs) {
+        for (int ii : inplace_inputs(node, oi)) {
+          const ValueId in = node.inputs[size_t(ii)];
           if (in == kNoValue) continue;
           ValueId r = plan.alias_of[size_t(in)];
           int b = plan.buffer_of[size_t(r)];

@@ -2,7 +2,8 @@
 // The static memory plan: every tensor a compiled step creates gets a fixed place in one arena,
 // chosen once at compile time from the lifetimes the schedule implies, and reused every step.
 // Values whose lifetimes do not overlap share memory; an elementwise op whose input dies at it
-// writes its output over that input (in-place), when shapes, dtypes and layouts agree.
+// writes its output over that input (in-place), when shapes, dtypes and layouts agree, and so do
+// the fused batch-norm gradient kernels over the gradients they consume.
 #include <cstdint>
 #include <vector>
 

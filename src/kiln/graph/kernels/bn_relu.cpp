@@ -28,7 +28,8 @@ class BnReluForward : public SpecialKernel {
                  .momentum = node.attrs.momentum,
                  .eps = node.attrs.eps,
                  .relu = true,
-                 .blocked = node.attrs.nchw16c != 0} {
+                 .blocked = node.attrs.nchw16c != 0,
+                 .stream_output = node.stream_output} {
     const Tensor& x = in[0];
     for (int i = 1; i < 5; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, beta, stats");
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "mean, inv_std");

@@ -49,6 +49,12 @@ int block_layout(Graph& graph);
 // output is left blocked): the layouts' counterpart of the memory plan checker.
 void check_block_layout(const Graph& graph);
 
+// Marks the fused batch_norm + relu nodes whose output is large (>= 1 MiB, f32) and read by
+// convolutions alone (forward or backward-weights) to write it with streaming stores
+// (Node::stream_output). Returns how many it marks. Runs after block_layout, on the final
+// readers.
+int mark_streaming_stores(Graph& graph);
+
 // Moves each optimizer update to just after its gradient (and the parameter's last earlier
 // reader), so gradients die early. Renumbers nodes (Graph::reorder).
 int schedule_updates_early(Graph& graph);

@@ -50,6 +50,11 @@ struct BatchNormRowsOptions {
   double eps = 1e-5;
   bool relu = false;
   bool blocked = false;  // x, residual and y are nChw16c (see can_run_batch_norm_blocked)
+  // Write y with streaming (non-temporal) stores, past the caches, where y is f32 and 64-byte
+  // aligned: for a y too large to stay cached until its readers, which read it slowly (graph
+  // mode sets it where convolutions alone read y: graph/passes/stream_stores.cpp). A plain
+  // store first fetches each line of y from memory; this one does not.
+  bool stream_output = false;
 };
 
 // y = relu?((x - mean)·gamma·inv_std + beta + residual?), rounded once to y's dtype.
@@ -72,7 +77,7 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
 // relu_beta (with relu_out, f32 storage): the forward's beta, to recompute the relu's mask from
 // x as the forward computed its pre-relu value instead of reading relu_out — one tensor fewer
 // to read in both passes. Only for a forward without residual, whose gamma, mean and inv_std
-// these are.
+// these are. dx may be dy itself: each pass reads dy only at the elements it writes.
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
                               bool training, const Tensor& dx, const Tensor& dgamma,
@@ -83,7 +88,8 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
 // ResNet block's output (the shortcut's gradient plus the next block's, masked by that
 // output's relu): dy is computed in the first pass and also written to `dy` (the shortcut's
 // gradient needs it), saving the separate add + relu_grad pass and a read of dy. All of a, b,
-// relu_out, dy and dx are laid out like x.
+// relu_out, dy and dx are laid out like x. dy may be b itself and dx a itself: the first pass
+// reads a and b only at the elements of dy it writes, the second reads neither.
 void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const Tensor& relu_out,
                                        const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                        const Tensor& inv_std, bool training, const Tensor& dy,

@@ -94,6 +94,19 @@ inline Vec<W> vpass(Vec<W> r, Vec<W> g) {
   return g;
 }
 
+// A store past the caches (non-temporal) where the target has one; p 64-byte aligned for W = 16.
+// stream_fence() after the last of a thread's streaming stores orders them before its later
+// stores (the team's barrier), so other threads then read the values.
+template <int W>
+inline void vstream(float* p, Vec<W> a) {
+  vstore<W>(p, a);
+}
+inline void stream_fence() {
+#if defined(__AVX512F__)
+  _mm_sfence();
+#endif
+}
+
 // d[0..W) += a, widened to double.
 template <int W>
 inline void vadd_to(double* d, Vec<W> a) {
@@ -153,6 +166,10 @@ inline void vadd_to<16>(double* d, Vec<16> a) {
       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
   _mm512_storeu_pd(d, _mm512_add_pd(_mm512_loadu_pd(d), lo));
   _mm512_storeu_pd(d + 8, _mm512_add_pd(_mm512_loadu_pd(d + 8), hi));
+}
+template <>
+inline void vstream<16>(float* p, Vec<16> a) {
+  _mm512_stream_ps(p, a.v);
 }
 template <>
 inline Vec<16> vadd<16>(Vec<16> a, Vec<16> b) {
