@@ -68,10 +68,11 @@ TEST(MemoryPlan, AnInputNothingReadsStillGetsItsBuffer) {
   expect_all_close(c.outputs, fn(in), 1e-6, 1e-6, "unused input");
 }
 
-// Two residual blocks of batch norms after a 1x1 convolution, trained one SGD step: with fusion
-// the batch-norm gradients are fused kernels, and each writes its results over the gradients it
-// consumes (dx over g; dy over b and dx over a at the block output) instead of into fresh memory.
-TEST(MemoryPlan, FusedBatchNormGradientsWriteOverTheGradientsTheyRead) {
+// Two residual blocks of batch norms after a 1x1 convolution, trained one SGD step: the
+// batch-norm gradients write their results over the gradients they consume instead of into
+// fresh memory — unfused, dx over dy where dy dies there; fused, dx over g, and at the block
+// output dy over b and dx over a.
+TEST(MemoryPlan, BatchNormGradientsWriteOverTheGradientsTheyRead) {
   auto params = [] {
     std::vector<Tensor> p{random_tensor({16, 16, 1, 1}, 1, -0.3f, 0.3f)};
     for (uint64_t i = 0; i < 4; ++i) {
@@ -99,7 +100,6 @@ TEST(MemoryPlan, FusedBatchNormGradientsWriteOverTheGradientsTheyRead) {
     Executable exe(trace_step(loss, p, x, labels, lr), {.fusion = fusion});
     losses.push_back(exe.run(std::vector<Tensor>{x, labels})[0].item<float>());
     trained.push_back(p);
-    if (!fusion) continue;
     const Graph& g = exe.graph();
     const MemoryPlan& plan = exe.plan();
     check_memory_plan(plan);
@@ -107,6 +107,20 @@ TEST(MemoryPlan, FusedBatchNormGradientsWriteOverTheGradientsTheyRead) {
       return plan.buffer_of[size_t(a)] != MemoryPlan::kNone &&
              plan.buffer_of[size_t(a)] == plan.buffer_of[size_t(b)];
     };
+    if (!fusion) {
+      // dy is relu_grad's result, read by the BN gradient alone except at a block's output
+      // (where the shortcut's gradient reads it too).
+      int bn_grads = 0, over_dy = 0;
+      for (NodeId n : g.schedule()) {
+        const Node& node = g.node(n);
+        if (node.type != NodeType::op || node.op != ops::OpKind::batch_norm_grad) continue;
+        ++bn_grads;
+        over_dy += same_buffer(node.outputs[0], node.inputs[0]) ? 1 : 0;
+      }
+      EXPECT_EQ(bn_grads, 4);
+      EXPECT_EQ(over_dy, 2);
+      continue;
+    }
     int relu_grads = 0, add_relu_grads = 0;
     for (NodeId n : g.schedule()) {
       const Node& node = g.node(n);
@@ -125,6 +139,37 @@ TEST(MemoryPlan, FusedBatchNormGradientsWriteOverTheGradientsTheyRead) {
   }
   EXPECT_NEAR(losses[0], losses[1], 1e-6);
   expect_all_close(trained[1], trained[0], 1e-6, 1e-5, "params after one step");
+}
+
+// The unfused batch-norm gradient on NCHW data runs oneDNN's kernel, in place too; the step
+// must train exactly as eagerly.
+TEST(MemoryPlan, BatchNormGradientOnNchwDataRunsInPlaceAndMatchesEager) {
+  LossFn loss = [](const std::vector<Tensor>& p, const Tensor& x, const Tensor&) {
+    Tensor y =
+        ops::batch_norm(x, p[0], p[1], Tensor::zeros({3}), Tensor::ones({3}), true, 0.9, 1e-5)[0];
+    return ops::mean(ops::square(ops::relu(y)));
+  };
+  Tensor x = random_tensor({4, 3, 6, 6}, 1, -1, 2);  // NCHW: not the rows kernels' layout
+  Tensor labels = Tensor::zeros({4}, DType::i32), lr = Tensor::scalar(0.1);
+  auto params = [] {
+    return clone_all({random_tensor({3}, 2, 0.5f, 1.5f), random_tensor({3}, 3, -0.2f, 0.2f)});
+  };
+  std::vector<Tensor> eager = params();
+  const float eager_loss = eager_step(loss, eager, x, labels, lr);
+  std::vector<Tensor> compiled = params();
+  Executable exe(trace_step(loss, compiled, x, labels, lr), {.fusion = false});
+  const float compiled_loss = exe.run(std::vector<Tensor>{x, labels})[0].item<float>();
+  int in_place = 0;
+  for (NodeId n : exe.graph().schedule()) {
+    const Node& node = exe.graph().node(n);
+    if (node.type == NodeType::op && node.op == ops::OpKind::batch_norm_grad) {
+      in_place += exe.plan().buffer_of[size_t(node.outputs[0])] ==
+                  exe.plan().buffer_of[size_t(node.inputs[0])];
+    }
+  }
+  EXPECT_EQ(in_place, 1);
+  EXPECT_NEAR(compiled_loss, eager_loss, 1e-6);
+  expect_all_close(compiled, eager, 1e-6, 1e-5, "gamma and beta after one step");
 }
 
 }  // namespace

@@ -18,9 +18,9 @@ int64_t round_up(int64_t n, int64_t a) {
 }
 
 // The inputs (by index) whose buffer output `out` may take over when the input dies at `node`:
-// any input of a pointwise node's single output; for the fused batch-norm backward kernels the
-// ones their passes read only at the index they write (see batch_norm_rows.h). Writing over a
-// gradient just read, instead of into memory last touched a whole step ago, also spares the
+// any input of a pointwise node's single output; for the batch-norm backward kernels, fused or
+// not, the ones their passes read only at the index they write (see batch_norm_rows.h). Writing
+// over a gradient just read, instead of into memory last touched a whole step ago, also spares the
 // write its fetch from DRAM.
 std::vector<int> inplace_inputs(const Node& node, size_t out) {
   if (is_pointwise(node) && node.outputs.size() == 1) {
@@ -28,8 +28,10 @@ std::vector<int> inplace_inputs(const Node& node, size_t out) {
     std::iota(all.begin(), all.end(), 0);
     return all;
   }
-  // dx over the incoming gradient g: the second pass reads g and x where it writes dx.
+  // dx over the incoming gradient g: the second pass reads g and x where it writes dx. The
+  // unfused op runs the same kernel, or oneDNN's, which allows it too.
   if (node.type == NodeType::bn_relu_grad && out == 0) return {0};
+  if (node.type == NodeType::op && node.op == ops::OpKind::batch_norm_grad && out == 0) return {0};
   // The first pass reads a and b where it writes dy = relu_grad(a + b); the second reads dy
   // and x where it writes dx, a no longer read.
   if (node.type == NodeType::bn_add_relu_grad && out == 3) return {1};
