@@ -3,7 +3,7 @@
 // chosen once at compile time from the lifetimes the schedule implies, and reused every step.
 // Values whose lifetimes do not overlap share memory; an elementwise op whose input dies at it
 // writes its output over that input (in-place), when shapes, dtypes and layouts agree, and so do
-// the fused batch-norm gradient kernels over the gradients they consume.
+// the batch-norm gradient kernels, fused or not, over the gradients they consume.
 #include <cstdint>
 #include <vector>
 

@@ -288,9 +288,11 @@ void reduce(const Plan& plan, F f, double* sum_a, double* sum_b) {
 // 16x28x28 0.37 -> 0.29 ms, backward with relu mask 0.62 -> 0.52; within a ResNet-20 step the
 // batch-norm kernels gain ~2%, 0.4 of 21 ms.) Elementwise, so the order changes no result.
 // `done()` runs on each thread after its share.
-template <class F, class Done = void (*)()>
-void map(
-    const Plan& plan, F f_shared, Done done = [] {}) {
+struct Nothing {
+  void operator()() const {}
+};
+template <class F, class Done = Nothing>
+void map(const Plan& plan, F f_shared, Done done = {}) {
   const int64_t period = plan.period;
 #pragma omp parallel if (plan.parallel)
   {
