@@ -37,6 +37,8 @@ struct Executable::Launch {
   std::shared_ptr<FusedElementwise> fused;
   std::shared_ptr<SpecialKernel> special;
   NodeId node = -1;
+  int position = 0;                   // in the plan's schedule
+  std::span<std::byte> workspace;     // the special kernel's scratch
   std::vector<const void*> out_data;  // to catch a kernel that replaced its output tensor
 };
 
@@ -129,7 +131,8 @@ std::string CompileReport::str() const {
     << blocked_values << " (reorders " << layout_reorders << "); arena "
     << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
     << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
-    << inplace_reuses;
+    << inplace_reuses << ", largest workspace " << double(workspace_bytes) / 1048576.0
+    << " MiB (outside the arena " << double(workspace_outside_arena) / 1048576.0 << " MiB)";
   return s.str();
 }
 
@@ -303,10 +306,12 @@ void Executable::bind() {
     }
   }
   launches_.clear();
-  for (NodeId n : plan_.schedule) {
+  for (size_t position = 0; position < plan_.schedule.size(); ++position) {
+    const NodeId n = plan_.schedule[position];
     const Node& node = graph_.node(n);
     Launch l;
     l.node = n;
+    l.position = int(position);
     l.op = node.op;
     l.attrs = node.attrs;
     for (ValueId v : node.inputs) l.in.push_back(v == kNoValue ? Tensor() : bound_[size_t(v)]);
@@ -384,6 +389,7 @@ void Executable::bind() {
     launches_.push_back(std::move(l));
   }
   report_.launches = launches_.size();
+  place_workspaces();
   first_update_ = launches_.size();
   if (options_.updates_last) {
     for (size_t i = 0; i < launches_.size(); ++i) {
@@ -409,6 +415,41 @@ void Executable::bind() {
   }
   profile_ = std::getenv("KILN_GRAPH_PROFILE") != nullptr;
   launch_ns_.assign(launches_.size(), 0.0);
+}
+
+void Executable::place_workspaces() {
+  plan_.workspaces.clear();
+  std::vector<std::pair<Launch*, int64_t>> outside;  // found no gap in the arena
+  int64_t outside_bytes = 0;
+  report_.workspace_bytes = 0;
+  for (Launch& l : launches_) {
+    l.workspace = {};
+    if (!l.special) continue;
+    const int64_t bytes = int64_t(l.special->workspace_bytes() + 63) / 64 * 64;
+    if (bytes == 0) continue;
+    report_.workspace_bytes = std::max(report_.workspace_bytes, bytes);
+    const int64_t at = place_workspace(plan_, l.position, bytes);
+    if (at != MemoryPlan::kNone) {
+      l.workspace = {static_cast<std::byte*>(arena_->data()) + at, size_t(bytes)};
+    } else {
+      outside.emplace_back(&l, bytes);
+      outside_bytes = std::max(outside_bytes, bytes);
+    }
+  }
+  if (options_.check_plan) check_memory_plan(plan_);
+  // Kernels never run at the same time, so one buffer serves all that found no gap.
+  report_.workspace_outside_arena = outside_bytes;
+  if (outside_bytes == 0) {
+    workspace_.reset();
+  } else if (!workspace_ || int64_t(workspace_->bytes()) < outside_bytes) {
+    workspace_ = std::make_shared<Storage>(size_t(outside_bytes));
+  }
+  for (auto [l, bytes] : outside) {
+    l->workspace = {static_cast<std::byte*>(workspace_->data()), size_t(bytes)};
+  }
+  for (Launch& l : launches_) {
+    if (!l.workspace.empty()) l.special->set_workspace(l.workspace.data());
+  }
 }
 
 bool Executable::accepts(std::span<const Tensor> inputs) const {
@@ -479,6 +520,9 @@ void Executable::launch(size_t begin, size_t end) {
         l.out[0].copy_from(l.view(l.in[0], l.attrs));
         break;
       case Launch::Kind::special:
+        if (options_.poison_workspaces && !l.workspace.empty()) {
+          std::memset(l.workspace.data(), 0xFF, l.workspace.size());
+        }
         l.special->run(l.in, l.out);
         break;
     }

@@ -23,6 +23,9 @@ struct CompileOptions {
   bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
   bool inplace = true;     // the memory plan may write an output over a dying input (memory_plan.h)
   bool check_plan = true;  // verify the memory plan (no two live tensors overlap)
+  // Fill each kernel's workspace with NaN before it runs: a kernel that reads scratch it did not
+  // write this run then gives NaN (a debugging aid for kernels and their tests).
+  bool poison_workspaces = false;
   // Keep activations in oneDNN's blocked layout between the kernels that read it (with
   // fusion; passes/block_layout.cpp).
   bool block_layout = true;
@@ -51,6 +54,8 @@ struct CompileReport {
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants
   int inplace_reuses = 0;
+  int64_t workspace_bytes = 0;                  // the largest kernel scratch (SpecialKernel)
+  int64_t workspace_outside_arena = 0;          // what found no gap in the arena at its kernel
   int blocked_values = 0, layout_reorders = 0;  // passes/block_layout.cpp
   std::string str() const;                      // one line, for logs
 };
@@ -86,6 +91,7 @@ class Executable {
   struct Launch;
   void bind();
   void check_bindings();
+  void place_workspaces();                     // kernels' scratch into the arena's gaps (bind)
   void start(std::span<const Tensor> inputs);  // checks and copies the inputs
   void launch(size_t begin, size_t end);
   std::vector<Tensor> outputs() const;
@@ -96,8 +102,9 @@ class Executable {
   MemoryPlan plan_;
   std::vector<bool> view_aliases_;
   std::shared_ptr<Arena> arena_holder_;
-  std::shared_ptr<Storage> arena_;  // the storage bound now
-  std::vector<Tensor> bound_;       // per value
+  std::shared_ptr<Storage> arena_;      // the storage bound now
+  std::shared_ptr<Storage> workspace_;  // for kernels whose scratch found no gap in the arena
+  std::vector<Tensor> bound_;           // per value
   std::vector<Launch> launches_;
   std::vector<std::pair<ValueId, const void*>> state_data_;
   bool profile_ = false;

@@ -3,6 +3,8 @@
 // post-ops, BatchNorm+[add+]ReLU forward and backward, elementwise-into-reduction, and the
 // layout pass's reorders. Each is built
 // once, at bind time, for its bound tensors (primitives created, scratch allocated), then only run.
+#include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <span>
 
@@ -14,6 +16,31 @@ class SpecialKernel {
  public:
   virtual ~SpecialKernel() = default;
   virtual void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
+  // Scratch the kernel needs only while it runs (staging buffers, oneDNN's scratchpad,
+  // per-thread partial sums): the executor places it in the arena, where no tensor is live at
+  // this kernel's position, and hands it over with set_workspace() before the first run. Its
+  // contents are undefined when a run starts.
+  virtual size_t workspace_bytes() const { return 0; }
+  virtual void set_workspace(std::byte* data) { (void)data; }
+};
+
+// Lays a kernel's scratch arrays out one after another in its workspace, each 64-byte aligned.
+// A kernel walks the same layout twice: with no base, to learn its workspace_bytes(), and over
+// the workspace it is given, in set_workspace().
+class WorkspaceCarver {
+ public:
+  explicit WorkspaceCarver(std::byte* base = nullptr) : base_(base) {}
+  template <class T>
+  T* take(int64_t count) {
+    T* at = base_ != nullptr ? reinterpret_cast<T*>(base_ + bytes_) : nullptr;
+    bytes_ += (size_t(std::max<int64_t>(count, 0)) * sizeof(T) + 63) / 64 * 64;
+    return at;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::byte* base_;
+  size_t bytes_ = 0;
 };
 
 // Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,

@@ -190,6 +190,28 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
   return plan;
 }
 
+int64_t place_workspace(MemoryPlan& plan, int position, int64_t bytes) {
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of what is live there
+  for (const MemoryPlan::Buffer& b : plan.buffers) {
+    if (b.first <= position && position <= b.last) busy.emplace_back(b.offset, b.offset + b.bytes);
+  }
+  for (const MemoryPlan::Workspace& w : plan.workspaces) {
+    if (w.position == position) busy.emplace_back(w.offset, w.offset + w.bytes);
+  }
+  busy.emplace_back(plan.arena_bytes, plan.arena_bytes);  // the arena's end closes the last gap
+  std::sort(busy.begin(), busy.end());
+  int64_t best = MemoryPlan::kNone, best_gap = INT64_MAX, cursor = 0;
+  for (auto [lo, hi] : busy) {
+    if (lo - cursor >= bytes && lo - cursor < best_gap) {
+      best = cursor;
+      best_gap = lo - cursor;
+    }
+    cursor = std::max(cursor, hi);
+  }
+  if (best != MemoryPlan::kNone) plan.workspaces.push_back({best, bytes, position});
+  return best;
+}
+
 void check_memory_plan(const MemoryPlan& plan) {
   // Sweep positions in order; at each, the live buffers' ranges must be disjoint.
   std::vector<int> order(plan.buffers.size());
@@ -217,6 +239,18 @@ void check_memory_plan(const MemoryPlan& plan) {
                     std::to_string(b.values.front()) + " are live together at positions [" +
                     std::to_string(std::max(a.first, b.first)) + ", " +
                     std::to_string(std::min(a.last, b.last)) + "] and overlap in the arena");
+      }
+    }
+  }
+  for (const MemoryPlan::Workspace& w : plan.workspaces) {
+    const std::string at = "memory plan: the workspace at position " + std::to_string(w.position);
+    if (w.offset < 0 || w.offset + w.bytes > plan.arena_bytes) {
+      throw Error(at + " lies outside the arena");
+    }
+    for (const MemoryPlan::Buffer& b : plan.buffers) {
+      if (b.first <= w.position && w.position <= b.last && w.offset < b.offset + b.bytes &&
+          b.offset < w.offset + w.bytes) {
+        throw Error(at + " overlaps %" + std::to_string(b.values.front()) + ", live there");
       }
     }
   }

@@ -3,7 +3,8 @@
 // chosen once at compile time from the lifetimes the schedule implies, and reused every step.
 // Values whose lifetimes do not overlap share memory; an elementwise op whose input dies at it
 // writes its output over that input (in-place), when shapes, dtypes and layouts agree, and so do
-// the batch-norm gradient kernels, fused or not, over the gradients they consume.
+// the batch-norm gradient kernels, fused or not, over the gradients they consume. Kernels'
+// scratch (workspaces) goes into the gaps the tensors leave while each kernel runs.
 #include <cstdint>
 #include <vector>
 
@@ -19,8 +20,15 @@ struct MemoryPlan {
     int last = 0;        // last schedule position that reads it
     std::vector<ValueId> values;  // the values stored in it (several with in-place reuse)
   };
+  // Scratch of the kernel at `position`, live only while it runs (place_workspace).
+  struct Workspace {
+    int64_t offset = 0;
+    int64_t bytes = 0;
+    int position = 0;
+  };
   static constexpr int kNone = -1;
   std::vector<Buffer> buffers;
+  std::vector<Workspace> workspaces;
   // Per value: the buffer holding it (kNone for state, constants, and views that alias their
   // input, which use `alias_of` instead).
   std::vector<int> buffer_of;
@@ -43,8 +51,15 @@ struct PlanOptions {
 MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases,
                        const PlanOptions& options = {});
 
+// Places `bytes` of scratch for the kernel at schedule `position`: in the smallest gap of the
+// arena that neither a buffer live there nor a workspace already placed there uses. Returns
+// its offset, or kNone when no gap is large enough: the arena does not grow, because tensors
+// are bound to it by then.
+int64_t place_workspace(MemoryPlan& plan, int position, int64_t bytes);
+
 // Throws Error naming the two values if any two buffers that are live at the same schedule
-// position overlap in the arena, or if a buffer lies outside it.
+// position overlap in the arena, or if a buffer lies outside it; likewise for a workspace and
+// the buffers live at its position.
 void check_memory_plan(const MemoryPlan& plan);
 
 // Whether a node runs through the pointwise engine (reads and writes index by index, so its

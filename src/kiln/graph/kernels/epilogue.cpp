@@ -1,7 +1,8 @@
 // conv2d / matmul with oneDNN post-ops (bias, relu, residual add) for the graph executor.
 // Everything oneDNN needs is built once, at bind time, for the bound tensors: primitive,
-// memory objects, argument maps, the blocked-weights buffer. A step only reorders the weights
-// (they change every step) and executes.
+// memory objects, argument maps. A step only reorders the weights (they change every step) and
+// executes. The blocked weights, any staged input and oneDNN's scratchpad live only while the
+// kernel runs: they are its workspace, which the executor places in the arena.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <string>
@@ -46,10 +47,19 @@ class DnnlEpilogue : public SpecialKernel {
  public:
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     dnnl::stream& s = stream();
-    if (scratch_bytes_ > 0) scratch_.set_data_handle(scratchpad(scratch_bytes_));
     if (has_src_reorder_) src_reorder_.execute(s, src_reorder_args_);
     if (has_reorder_) reorder_.execute(s, reorder_args_);
     prim_.execute(s, args_);
+  }
+
+  size_t workspace_bytes() const override {
+    WorkspaceCarver measure;
+    carve(measure);
+    return measure.bytes();
+  }
+  void set_workspace(std::byte* data) override {
+    WorkspaceCarver carver(data);
+    carve(carver);
   }
 
  protected:
@@ -75,13 +85,12 @@ class DnnlEpilogue : public SpecialKernel {
       return;
     }
     has_reorder_ = true;
-    weights_buffer_ = Tensor::empty(Shape{int64_t(wanted.get_size())}, DType::u8);
     dnnl::memory from(user, engine(), w.raw_data());
-    dnnl::memory to(wanted, engine(), weights_buffer_.raw_data());
+    staged_weights_ = dnnl::memory(wanted, engine(), DNNL_MEMORY_NONE);
     dnnl::reorder::primitive_desc rpd(engine(), user, engine(), wanted);
     reorder_ = dnnl::reorder(rpd);
-    reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    args_[DNNL_ARG_WEIGHTS] = to;
+    reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, staged_weights_}};
+    args_[DNNL_ARG_WEIGHTS] = staged_weights_;
   }
   void bind_residual(const Node& node, const Tensor* residual) {
     int idx = residual_post_op_index(node);
@@ -91,7 +100,7 @@ class DnnlEpilogue : public SpecialKernel {
   }
 
   // oneDNN's fast convolutions read channels-last activations; anything else is converted into
-  // a buffer of our own first (a C=1 row-major tensor already is channels-last in memory).
+  // the workspace first (a C=1 row-major tensor already is channels-last in memory).
   dnnl::memory::desc bind_channels_last_src(const Tensor& x) {
     Strides cl = channels_last_strides(x.shape());
     if (x.is_channels_last() || (x.shape()[1] == 1 && x.is_contiguous())) {
@@ -101,13 +110,12 @@ class DnnlEpilogue : public SpecialKernel {
     }
     auto user = desc_of(x, "conv2d");
     auto md = desc_of(x.shape(), cl, x.dtype(), "conv2d");
-    src_buffer_ = Tensor::empty_strided(x.shape(), cl, x.dtype());
     dnnl::memory from(user, engine(), x.raw_data());
-    dnnl::memory to(md, engine(), src_buffer_.raw_data());
+    staged_src_ = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
     src_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), md));
-    src_reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    src_reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, staged_src_}};
     has_src_reorder_ = true;
-    args_[DNNL_ARG_SRC] = to;
+    args_[DNNL_ARG_SRC] = staged_src_;
     return md;
   }
 
@@ -116,13 +124,25 @@ class DnnlEpilogue : public SpecialKernel {
   bool has_src_reorder_ = false;
   dnnl::primitive src_reorder_;
   std::unordered_map<int, dnnl::memory> src_reorder_args_;
-  Tensor src_buffer_;
+  dnnl::memory staged_src_;
   dnnl::memory scratch_;
   size_t scratch_bytes_ = 0;
   bool has_reorder_ = false;
   dnnl::primitive reorder_;
   std::unordered_map<int, dnnl::memory> reorder_args_;
-  Tensor weights_buffer_;
+  dnnl::memory staged_weights_;
+
+ private:
+  // The workspace: oneDNN's scratchpad, the staged input, the blocked weights.
+  void carve(WorkspaceCarver& c) const {
+    auto take = [&](const dnnl::memory& m, size_t bytes) {
+      std::byte* at = c.take<std::byte>(int64_t(bytes));
+      if (at != nullptr) m.set_data_handle(at);
+    };
+    if (scratch_bytes_ > 0) take(scratch_, scratch_bytes_);
+    if (has_src_reorder_) take(staged_src_, staged_src_.get_desc().get_size());
+    if (has_reorder_) take(staged_weights_, staged_weights_.get_desc().get_size());
+  }
 };
 
 class ConvEpilogue : public DnnlEpilogue {

@@ -95,46 +95,43 @@ struct Geometry {
   int64_t dw_floats() const { return (single_channel() ? 1 : o) * kh * vectors(lanes()) * kLanes; }
 };
 
-// 64-byte-aligned storage, zeroed when allocated.
+// An array in the kernel's workspace (SpecialKernel::set_workspace).
 template <class T>
-struct AlignedBuffer {
+struct ScratchArray {
   T* data = nullptr;
-  explicit AlignedBuffer(int64_t n) {
-    const size_t bytes = size_t(round_up(std::max<int64_t>(n, 1) * int64_t(sizeof(T)), 64));
-    data = static_cast<T*>(std::aligned_alloc(64, bytes));
-    if (data == nullptr) throw std::bad_alloc();
-    std::memset(static_cast<void*>(data), 0, bytes);
-  }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(data); }
 };
 
-// One thread's buffers, allocated once (at bind time) and reused every step. Per-window arrays
-// hold 16 lanes per window.
+// One thread's arrays. They live in the kernel's workspace, which other kernels use between
+// runs, so run() clears what must start at zero: xpad's padding (and the dw, db sums).
+// Per-window arrays hold 16 lanes per window.
 struct ThreadScratch {
-  AlignedBuffer<float> xpad, expanded, dxpad;
-  AlignedBuffer<float> gradient;  // channel o's gradient at its winner (0: none)
-  AlignedBuffer<int32_t> patch;   // where channel o's winner's input patch starts in xpad
+  ScratchArray<float> xpad, expanded, dxpad;
+  ScratchArray<float> gradient;  // channel o's gradient at its winner (0: none)
+  ScratchArray<int32_t> patch;   // where channel o's winner's input patch starts in xpad
   // dx, per window and winner row: the non-zero channels' entries (o·2 + winner column) and
   // gradients, compacted, and how many there are.
-  AlignedBuffer<int32_t> dx_entry;
-  AlignedBuffer<float> dx_gradient;
+  ScratchArray<int32_t> dx_entry;
+  ScratchArray<float> dx_gradient;
   std::vector<int32_t> dx_count;
-  AlignedBuffer<float> dw;  // [o][kh][lanes] (one input channel: [kh][lanes]), 16-lane rows
+  ScratchArray<float> dw;  // [o][kh][lanes] (one input channel: [kh][lanes]), 16-lane rows
   alignas(64) float db[kLanes] = {};
   explicit ThreadScratch(const Geometry& g)
-      // A vector of slack after the last row: the expansion's and the tap rows' unmasked loads
-      // read up to 15 floats past a row's end (into the next row, or this slack).
-      : xpad(g.padded_h() * g.row() + kLanes),
-        expanded(g.single_channel() ? g.padded_h() * g.expanded_row() + kLanes : 0),
-        dxpad(g.has_dx ? g.padded_h() * g.row() + kLanes : 0),
-        gradient(g.windows() * kLanes),
-        patch(g.windows() * kLanes),
-        dx_entry(g.has_dx ? g.windows() * kWindow * kLanes : 0),
-        dx_gradient(g.has_dx ? g.windows() * kWindow * kLanes : 0),
-        dx_count(size_t(g.has_dx ? g.windows() * kWindow : 0)),
-        dw(g.dw_floats()) {}
+      : dx_count(size_t(g.has_dx ? g.windows() * kWindow : 0)) {}
+  // A vector of slack after the last row of xpad and expanded: the expansion's and the tap
+  // rows' unmasked loads read up to 15 floats past a row's end (into the next row, or this
+  // slack).
+  static int64_t xpad_floats(const Geometry& g) { return g.padded_h() * g.row() + kLanes; }
+  void carve(const Geometry& g, WorkspaceCarver& c) {
+    xpad.data = c.take<float>(xpad_floats(g));
+    expanded.data =
+        c.take<float>(g.single_channel() ? g.padded_h() * g.expanded_row() + kLanes : 0);
+    dxpad.data = c.take<float>(g.has_dx ? g.padded_h() * g.row() + kLanes : 0);
+    gradient.data = c.take<float>(g.windows() * kLanes);
+    patch.data = c.take<int32_t>(g.windows() * kLanes);
+    dx_entry.data = c.take<int32_t>(g.has_dx ? g.windows() * kWindow * kLanes : 0);
+    dx_gradient.data = c.take<float>(g.has_dx ? g.windows() * kWindow * kLanes : 0);
+    dw.data = c.take<float>(g.dw_floats());
+  }
 };
 
 // Constant index vectors, made once per kernel.
@@ -487,7 +484,6 @@ class PooledConvGrad : public SpecialKernel {
         dx_(g.has_dx ? out.back() : Tensor()),
         threads_(std::max(1, std::min<int>(omp_get_max_threads(), int(g.n)))),
         tables_(make_tables(g)),
-        placed_(g.has_dx ? g.o * kWindow * g.kh * vectors(g.region()) * kLanes : 0),
         single_fn_(g.single_channel()
                        ? pick(kSingleChannelFns<3>, kSingleChannelFns<5>, g.kh, g.lanes())
                        : nullptr),
@@ -495,12 +491,22 @@ class PooledConvGrad : public SpecialKernel {
         data_fn_(g.has_dx ? pick(kDataGradientFns<3>, kDataGradientFns<5>, g.kh, g.region())
                           : nullptr) {
     for (int t = 0; t < threads_; ++t) scratch_.push_back(std::make_unique<ThreadScratch>(g));
+    WorkspaceCarver measure;
+    carve(measure);
+    workspace_bytes_ = measure.bytes();
+  }
+
+  size_t workspace_bytes() const override { return workspace_bytes_; }
+  void set_workspace(std::byte* data) override {
+    WorkspaceCarver carver(data);
+    carve(carver);
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     if (g_.has_dx) place_weights();
     // Zeroed here, not by each thread: a team smaller than threads_ must not leave stale sums.
     for (auto& s : scratch_) {
+      std::fill_n(s->xpad.data, ThreadScratch::xpad_floats(g_), 0.0f);
       std::fill_n(s->dw.data, g_.dw_floats(), 0.0f);
       std::fill_n(s->db, kLanes, 0.0f);
     }
@@ -515,9 +521,18 @@ class PooledConvGrad : public SpecialKernel {
   }
 
  private:
+  int64_t placed_floats() const {
+    return g_.has_dx ? g_.o * kWindow * g_.kh * vectors(g_.region()) * kLanes : 0;
+  }
+  void carve(WorkspaceCarver& c) {
+    for (const auto& s : scratch_) s->carve(g_, c);
+    placed_.data = c.take<float>(placed_floats());
+  }
+
   // placed_[o][b][kh][:] = w[o, :, kh, :] as a run of KW·C floats starting b·C floats in: the
-  // weights a winner in window column b adds to a dx row. The other lanes stay zero.
+  // weights a winner in window column b adds to a dx row. The other lanes are zero.
   void place_weights() {
+    std::fill_n(placed_.data, placed_floats(), 0.0f);
     const int64_t rv = vectors(g_.region());
     const float* w = w_.data<float>();
     for (int64_t o = 0; o < g_.o; ++o)
@@ -587,11 +602,12 @@ class PooledConvGrad : public SpecialKernel {
   Tensor dyp_, r_, x_, w_, dw_, db_, dx_;
   int threads_;
   Tables tables_;
-  AlignedBuffer<float> placed_;
+  ScratchArray<float> placed_;
   SingleChannelFn single_fn_;
   WeightGradientFn weight_fn_;
   DataGradientFn data_fn_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
+  size_t workspace_bytes_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,111 @@
+// Kernels' workspaces (SpecialKernel::workspace_bytes): scratch that lives only while its kernel
+// runs, placed by the memory plan in the gaps the tensors leave at that kernel's position.
+#include <cmath>
+
+#include "graph_test_util.h"
+#include "kiln/graph/memory_plan.h"
+
+namespace kiln::graph {
+namespace {
+using namespace testing;
+
+TEST(Workspace, GoesIntoTheSmallestGapAtItsPosition) {
+  MemoryPlan plan;
+  plan.buffers.resize(3);
+  plan.buffers[0] = {.offset = 0, .bytes = 128, .first = 0, .last = 3, .values = {1}};
+  plan.buffers[1] = {.offset = 192, .bytes = 128, .first = 2, .last = 5, .values = {2}};
+  plan.buffers[2] = {.offset = 384, .bytes = 64, .first = 0, .last = 5, .values = {3}};
+  plan.arena_bytes = 512;
+  // Live at position 2: [0, 128), [192, 320), [384, 448). Gaps: 64 bytes, 64 bytes, 64 bytes.
+  EXPECT_EQ(place_workspace(plan, 2, 128), MemoryPlan::kNone);
+  EXPECT_EQ(place_workspace(plan, 2, 64), 128);
+  EXPECT_EQ(place_workspace(plan, 2, 64), 320) << "the first workspace there is taken";
+  // At position 1 buffer 1 is not live yet: the gap [128, 384) holds 256 bytes.
+  EXPECT_EQ(place_workspace(plan, 1, 256), 128);
+  EXPECT_EQ(place_workspace(plan, 1, 64), 448) << "the gap at the arena's end fits best";
+  EXPECT_EQ(plan.workspaces.size(), 4u);
+  EXPECT_NO_THROW(check_memory_plan(plan));
+  // The checker refuses a workspace over a buffer live at its position, or past the arena.
+  plan.workspaces.push_back({.offset = 200, .bytes = 64, .position = 4});
+  EXPECT_THROW(check_memory_plan(plan), Error);
+  plan.workspaces.back() = {.offset = 480, .bytes = 64, .position = 0};
+  EXPECT_THROW(check_memory_plan(plan), Error);
+}
+
+// Two conv -> relu -> 2×2 max pool layers and a dense layer, trained with SGD. With a 3-channel
+// NCHW batch, the first convolution's fused kernel stages it channels-last in its workspace;
+// with one channel, the first layer's backward runs as pooled_conv_grad over an expanded image.
+// The second layer's backward is pooled_conv_grad with dx either way.
+Tensor conv_net_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
+  const ops::Pool2dOptions pool;
+  Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, p[0], p[1], {.padding = {2, 2}})), pool);
+  h = ops::max_pool2d(ops::relu(ops::conv2d(h, p[2], p[3], {})), pool);
+  Tensor logits = ops::add(ops::matmul(ops::flatten(h), p[4], false, true), p[5]);
+  return ops::softmax_cross_entropy(logits, labels);
+}
+
+std::vector<Tensor> conv_net_params(int64_t channels) {
+  return clone_all({random_tensor({6, channels, 5, 5}, 1, -0.3f, 0.3f), random_tensor({6}, 2),
+                    random_tensor({16, 6, 5, 5}, 3, -0.2f, 0.2f), random_tensor({16}, 4),
+                    random_tensor({10, 16 * 3 * 3}, 5, -0.2f, 0.2f), random_tensor({10}, 6)});
+}
+
+struct Trained {
+  std::vector<float> losses;
+  std::vector<Tensor> params;
+  CompileReport report;
+  size_t workspaces_in_arena = 0;
+  int pooled_conv_grads = 0, epilogues = 0;
+};
+
+Trained train(int64_t channels, const CompileOptions& options) {
+  std::vector<Tensor> params = conv_net_params(channels);
+  Tensor x = random_tensor({4, channels, 20, 20}, 7), labels = random_labels(4, 10, 8);
+  Tensor lr = Tensor::scalar(0.05);
+  Executable exe(trace_step(conv_net_loss, params, x, labels, lr), options);
+  Trained t;
+  for (int step = 0; step < 3; ++step) {
+    t.losses.push_back(exe.run(std::vector<Tensor>{x, labels})[0].item<float>());
+  }
+  t.params = params;
+  t.report = exe.report();
+  t.workspaces_in_arena = exe.plan().workspaces.size();
+  t.pooled_conv_grads = count_nodes(exe.graph(), NodeType::pooled_conv_grad);
+  t.epilogues = count_nodes(exe.graph(), NodeType::epilogue);
+  check_memory_plan(exe.plan());
+  return t;
+}
+
+// The workspace holds whatever the tensors or kernels before left there. Filled with NaN
+// before every kernel, it must not change a single bit of the result: a kernel that read a
+// padding border or a lane it had not cleared this run would spread the NaN.
+class WorkspaceOfConvNet : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(WorkspaceOfConvNet, KernelsDoNotReadScratchTheyDidNotWriteThisRun) {
+  const int64_t channels = GetParam();
+  Trained clean = train(channels, {.fusion = true});
+  Trained poisoned = train(channels, {.fusion = true, .poison_workspaces = true});
+  EXPECT_EQ(clean.pooled_conv_grads, channels == 1 ? 2 : 1);
+  EXPECT_GE(clean.epilogues, 1);
+  EXPECT_GT(clean.report.workspace_bytes, 0);
+  EXPECT_GT(clean.workspaces_in_arena, 0u) << "some workspace fits a gap in the arena";
+  for (size_t s = 0; s < clean.losses.size(); ++s) {
+    EXPECT_TRUE(std::isfinite(poisoned.losses[s])) << "step " << s;
+    EXPECT_EQ(poisoned.losses[s], clean.losses[s]) << "step " << s;
+  }
+  for (size_t i = 0; i < clean.params.size(); ++i) {
+    EXPECT_EQ(poisoned.params[i].to_vector<float>(), clean.params[i].to_vector<float>())
+        << "parameter " << i;
+  }
+  // Fused training with its workspaces still matches unfused training.
+  Trained unfused = train(channels, {.fusion = false});
+  for (size_t s = 0; s < clean.losses.size(); ++s) {
+    EXPECT_NEAR(clean.losses[s], unfused.losses[s], 1e-5) << "step " << s;
+  }
+  expect_all_close(clean.params, unfused.params, 1e-5, 1e-4, "fused vs unfused");
+}
+
+INSTANTIATE_TEST_SUITE_P(InputChannels, WorkspaceOfConvNet, ::testing::Values(1, 3));
+
+}  // namespace
+}  // namespace kiln::graph
