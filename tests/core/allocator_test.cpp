@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/tensor.h"
@@ -34,6 +39,25 @@ TEST(Allocator, FreedBlocksAreReusedNotRefetched) {
   EXPECT_EQ(after.os_allocations, before.os_allocations);
   EXPECT_EQ(after.cached_bytes, before.cached_bytes - int64_t(allocator::size_class(bytes)));
   allocator::release(q, bytes);
+}
+
+// A block larger than its request (a size class, rounded to huge pages) holds huge pages only
+// over the request's whole 2 MiB pages: with a huge page under the last, partly used one, the
+// untouched rest of it would be resident too. Where the kernel gives no huge pages, nothing
+// past the touched bytes is resident either way.
+TEST(Allocator, UntouchedTailOfALargeBlockStaysOutOfMemory) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t bytes = (size_t(3) << 20) + 4096;  // class: 4 MiB
+  ASSERT_GE(allocator::size_class(bytes), size_t(4) << 20);
+  auto* p = static_cast<unsigned char*>(allocator::allocate(bytes));
+  std::memset(p, 1, bytes);
+  const size_t touched = (bytes + page - 1) / page * page, end = size_t(4) << 20;
+  std::vector<unsigned char> resident((end - touched) / page);
+  ASSERT_EQ(mincore(p + touched, end - touched, resident.data()), 0);
+  size_t count = 0;
+  for (unsigned char r : resident) count += r & 1;
+  EXPECT_EQ(count, 0u) << "pages past the request are resident";
+  allocator::release(p, bytes);
 }
 
 TEST(Allocator, StatsTrackInUseAndPeak) {

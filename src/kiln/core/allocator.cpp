@@ -30,11 +30,15 @@ Cache& cache() {
   return *c;
 }
 
-void* os_allocate(size_t bytes) {
+// A block of `bytes` (a size class) for a first request of `requested` bytes. Huge pages back
+// only the whole 2 MiB pages of the request: the kernel would back a partly used last one in
+// full (a 3.1 MiB tensor would hold 4 MiB), while 4 KiB pages are resident only where touched.
+void* os_allocate(size_t bytes, size_t requested) {
   size_t align = bytes >= kHugePage ? kHugePage : kAlignment;
   void* p = std::aligned_alloc(align, bytes);
   if (!p) throw std::bad_alloc();
-  if (bytes >= kHugePage) madvise(p, bytes, MADV_HUGEPAGE);
+  const size_t huge = requested / kHugePage * kHugePage;
+  if (huge > 0) madvise(p, huge, MADV_HUGEPAGE);
   return p;
 }
 
@@ -68,7 +72,7 @@ void* allocate(size_t bytes) {
     }
     ++c.stats.os_allocations;
   }
-  return os_allocate(cls);
+  return os_allocate(cls, bytes);
 }
 
 void release(void* ptr, size_t bytes) {

@@ -13,6 +13,12 @@ Storage::Storage(size_t bytes) : data_(allocator::allocate(bytes)), bytes_(bytes
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> keeper)
     : data_(data), bytes_(bytes), owned_(false), keeper_(std::move(keeper)) {}
 
+void Storage::borrow(void* data, std::shared_ptr<void> keeper) {
+  if (owned_) throw Error("Storage::borrow: this storage owns its memory");
+  data_ = data;
+  keeper_ = std::move(keeper);
+}
+
 Storage::~Storage() {
   if (owned_) allocator::release(data_, bytes_);
 }

@@ -21,6 +21,9 @@ class Storage {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // Points a borrowed storage at other memory of at least its size: a compiled graph's input
+  // reads each step's batch where the caller keeps it, through tensors bound once.
+  void borrow(void* data, std::shared_ptr<void> keeper);
 
  private:
   void* data_;

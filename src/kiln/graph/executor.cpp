@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,11 +56,14 @@ Strides strides_for(const ops::TensorMeta& m) {
   return contiguous_strides(m.shape);
 }
 
+size_t meta_bytes(const ops::TensorMeta& m) {
+  return size_t(m.shape.numel()) * dtype_size(m.dtype);
+}
+
 // A tensor over memory someone else owns; `keeper` keeps that memory alive.
 Tensor tensor_over(void* data, const ops::TensorMeta& m, std::shared_ptr<void> keeper) {
   auto impl = std::make_shared<TensorImpl>();
-  size_t bytes = size_t(m.shape.numel()) * dtype_size(m.dtype);
-  impl->storage = std::make_shared<Storage>(data, bytes, std::move(keeper));
+  impl->storage = std::make_shared<Storage>(data, meta_bytes(m), std::move(keeper));
   impl->shape = m.shape;
   impl->strides = strides_for(m);
   impl->dtype = m.dtype;
@@ -131,8 +135,9 @@ std::string CompileReport::str() const {
     << blocked_values << " (reorders " << layout_reorders << "); arena "
     << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
     << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
-    << inplace_reuses << ", largest workspace " << double(workspace_bytes) / 1048576.0
-    << " MiB (outside the arena " << double(workspace_outside_arena) / 1048576.0 << " MiB)";
+    << inplace_reuses << ", inputs read in place " << inputs_in_place << ", largest workspace "
+    << double(workspace_bytes) / 1048576.0 << " MiB (outside the arena "
+    << double(workspace_outside_arena) / 1048576.0 << " MiB)";
   return s.str();
 }
 
@@ -221,19 +226,24 @@ Executable::Executable(Graph graph, const CompileOptions& options)
   }
   report_.nodes_compiled = graph_.num_live_nodes();
   view_aliases_ = probe_views(graph_);
-  plan_ = plan_memory(graph_, view_aliases_, {.inplace = options_.inplace});
-  if (options_.check_plan) check_memory_plan(plan_);
+  inputs_in_place_.assign(graph_.inputs().size(), options_.inputs_in_place);
+  do {
+    plan_ = plan_memory(graph_, view_aliases_,
+                        {.inplace = options_.inplace, .inputs_in_place = inputs_in_place_});
+    if (options_.check_plan) check_memory_plan(plan_);
+    bind();
+  } while (copy_inputs_kernels_cannot_follow());
   report_.arena_bytes = plan_.arena_bytes;
   report_.live_bytes_peak = plan_.live_bytes_peak;
   report_.unplanned_bytes = plan_.total_bytes;
   report_.inplace_reuses = plan_.inplace_reuses;
+  report_.inputs_in_place = int(std::count(inputs_in_place_.begin(), inputs_in_place_.end(), true));
   for (size_t v = 0; v < graph_.num_values(); ++v) {
     const Value& val = graph_.value(ValueId(v));
     if (val.kind == ValueKind::constant && val.tensor.defined()) {
       report_.constant_bytes += int64_t(val.tensor.nbytes());
     }
   }
-  bind();
   report_.compile_ms = ms_since(t0);
 }
 
@@ -293,6 +303,15 @@ void Executable::bind() {
   char* base = static_cast<char*>(arena_->data());
   bound_.assign(graph_.num_values(), Tensor());
   state_data_.clear();
+  // Inputs read in place: bound to a storage that start() points at each step's batch.
+  input_slots_.assign(graph_.inputs().size(), nullptr);
+  input_stages_.resize(graph_.inputs().size());
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    if (!inputs_in_place_[i]) continue;
+    const ValueId v = graph_.inputs()[i];
+    bound_[size_t(v)] = tensor_over(nullptr, graph_.value(v).meta, nullptr);
+    input_slots_[i] = bound_[size_t(v)].impl()->storage;
+  }
   for (size_t v = 0; v < graph_.num_values(); ++v) {
     const Value& val = graph_.value(ValueId(v));
     int b = plan_.buffer_of[v];
@@ -390,6 +409,7 @@ void Executable::bind() {
   }
   report_.launches = launches_.size();
   place_workspaces();
+  find_input_followers();
   first_update_ = launches_.size();
   if (options_.updates_last) {
     for (size_t i = 0; i < launches_.size(); ++i) {
@@ -452,6 +472,75 @@ void Executable::place_workspaces() {
   }
 }
 
+void Executable::find_input_followers() {
+  std::vector<int> input_index(graph_.num_values(), -1);
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    if (inputs_in_place_[i]) input_index[size_t(graph_.inputs()[i])] = int(i);
+  }
+  input_followers_.assign(graph_.inputs().size(), {});
+  input_unfollowed_.assign(graph_.inputs().size(), false);
+  for (Launch& l : launches_) {
+    if (!l.special) continue;  // the other kinds take their tensors' addresses as they run
+    for (ValueId v : graph_.node(l.node).inputs) {
+      const int i = v == kNoValue ? -1 : input_index[size_t(plan_.alias_of[size_t(v)])];
+      if (i < 0) continue;
+      std::vector<SpecialKernel*>& followers = input_followers_[size_t(i)];
+      if (!l.special->follows_moved_inputs()) {
+        input_unfollowed_[size_t(i)] = true;
+      } else if (std::find(followers.begin(), followers.end(), l.special.get()) ==
+                 followers.end()) {
+        followers.push_back(l.special.get());
+      }
+    }
+  }
+}
+
+bool Executable::copy_inputs_kernels_cannot_follow() {
+  bool changed = false;
+  for (size_t i = 0; i < inputs_in_place_.size(); ++i) {
+    if (inputs_in_place_[i] && input_unfollowed_[i]) {
+      inputs_in_place_[i] = false;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+void Executable::take_inputs(std::span<const Tensor> inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor& bound = bound_[size_t(graph_.inputs()[i])];
+    if (!inputs_in_place_[i]) {
+      bound.copy_from(inputs[i]);
+      continue;
+    }
+    // Kernels were built for the graph's strides and may assume the arena's 64-byte alignment:
+    // a batch without both is staged in a buffer of our own first.
+    const Tensor* from = &inputs[i];
+    if (inputs[i].strides() != bound.strides() ||
+        reinterpret_cast<uintptr_t>(inputs[i].raw_data()) % 64 != 0) {
+      Tensor& stage = input_stages_[i];
+      if (!stage.defined())
+        stage = Tensor::empty_strided(bound.shape(), bound.strides(), bound.dtype());
+      stage.copy_from(inputs[i]);
+      from = &stage;
+    }
+    Storage& slot = *input_slots_[i];
+    const bool moved = from->raw_data() != slot.data();
+    slot.borrow(from->raw_data(), from->impl()->storage);
+    if (moved) {
+      for (SpecialKernel* k : input_followers_[i]) k->inputs_moved();
+    }
+  }
+}
+
+void Executable::release_inputs() {
+  // The address stays, to notice when the next batch lands elsewhere; the batch is the caller's
+  // again.
+  for (const std::shared_ptr<Storage>& slot : input_slots_) {
+    if (slot) slot->borrow(slot->data(), nullptr);
+  }
+}
+
 bool Executable::accepts(std::span<const Tensor> inputs) const {
   if (inputs.size() != graph_.inputs().size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -491,8 +580,7 @@ void Executable::start(std::span<const Tensor> inputs) {
   updates_pending_ = false;
   check_bindings();
   ops::NoGradGuard no_grad;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    bound_[size_t(graph_.inputs()[i])].copy_from(inputs[i]);
+  take_inputs(inputs);
   ++steps_run_;
 }
 
@@ -549,7 +637,9 @@ std::vector<Tensor> Executable::outputs() const {
 std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
   start(inputs);
   launch(0, launches_.size());
-  return outputs();
+  std::vector<Tensor> result = outputs();
+  release_inputs();
+  return result;
 }
 
 std::vector<Tensor> Executable::run_until_updates(std::span<const Tensor> inputs) {
@@ -568,6 +658,7 @@ void Executable::run_updates() {
   }
   updates_pending_ = false;
   launch(first_update_, launches_.size());
+  release_inputs();
 }
 
 }  // namespace kiln::graph

@@ -12,6 +12,8 @@
 
 namespace kiln::graph {
 
+class SpecialKernel;
+
 // Memory shared by the graphs of one training step (one per input shape): they never run at
 // the same time, so one arena, sized for the largest, serves them all.
 struct Arena {
@@ -23,6 +25,9 @@ struct CompileOptions {
   bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
   bool inplace = true;     // the memory plan may write an output over a dying input (memory_plan.h)
   bool check_plan = true;  // verify the memory plan (no two live tensors overlap)
+  // Read each graph input where the caller keeps it instead of copying it into the arena (an
+  // input some kernel cannot follow to a new address is copied anyway; see SpecialKernel).
+  bool inputs_in_place = true;
   // Fill each kernel's workspace with NaN before it runs: a kernel that reads scratch it did not
   // write this run then gives NaN (a debugging aid for kernels and their tests).
   bool poison_workspaces = false;
@@ -54,6 +59,7 @@ struct CompileReport {
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants
   int inplace_reuses = 0;
+  int inputs_in_place = 0;                      // graph inputs read where the caller keeps them
   int64_t workspace_bytes = 0;                  // the largest kernel scratch (SpecialKernel)
   int64_t workspace_outside_arena = 0;          // what found no gap in the arena at its kernel
   int blocked_values = 0, layout_reorders = 0;  // passes/block_layout.cpp
@@ -67,8 +73,10 @@ class Executable {
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  // Runs one step: copies `inputs` (shapes and dtypes must match the graph's inputs) into the
-  // arena, runs every launch, and returns copies of the graph's outputs.
+  // Runs one step over `inputs` (shapes and dtypes must match the graph's inputs) and returns
+  // copies of the graph's outputs. Inputs are read where they are (or copied into the arena,
+  // see CompileOptions::inputs_in_place); the caller must not change them during the step,
+  // which for run_until_updates() lasts until run_updates() or the next step.
   std::vector<Tensor> run(std::span<const Tensor> inputs);
   // Graphs compiled with updates_last: a step in two parts. run_until_updates() runs every
   // launch before the first optimizer update and returns the graph's outputs (all computed by
@@ -92,7 +100,11 @@ class Executable {
   void bind();
   void check_bindings();
   void place_workspaces();                     // kernels' scratch into the arena's gaps (bind)
-  void start(std::span<const Tensor> inputs);  // checks and copies the inputs
+  void start(std::span<const Tensor> inputs);  // checks and takes the inputs
+  void take_inputs(std::span<const Tensor> inputs);
+  void release_inputs();
+  void find_input_followers();               // bind: which kernels read each input in place
+  bool copy_inputs_kernels_cannot_follow();  // true when some input must be copied after all
   void launch(size_t begin, size_t end);
   std::vector<Tensor> outputs() const;
 
@@ -105,6 +117,11 @@ class Executable {
   std::shared_ptr<Storage> arena_;      // the storage bound now
   std::shared_ptr<Storage> workspace_;  // for kernels whose scratch found no gap in the arena
   std::vector<Tensor> bound_;           // per value
+  std::vector<bool> inputs_in_place_;   // per graph input
+  std::vector<std::shared_ptr<Storage>> input_slots_;  // those inputs' storage
+  std::vector<Tensor> input_stages_;                   // for batches that cannot be read in place
+  std::vector<std::vector<SpecialKernel*>> input_followers_;  // kernels to tell of a move
+  std::vector<bool> input_unfollowed_;  // read by a kernel that cannot follow a move
   std::vector<Launch> launches_;
   std::vector<std::pair<ValueId, const void*>> state_data_;
   bool profile_ = false;

@@ -22,6 +22,12 @@ class SpecialKernel {
   // contents are undefined when a run starts.
   virtual size_t workspace_bytes() const { return 0; }
   virtual void set_workspace(std::byte* data) { (void)data; }
+  // A graph input is read where the caller keeps each step's batch, so its memory moves between
+  // steps (the tensors bound to it follow). Kernels that keep raw addresses of bound tensors
+  // re-read them in inputs_moved(); a kernel that does not say it follows keeps its inputs
+  // copied into the arena.
+  virtual bool follows_moved_inputs() const { return false; }
+  virtual void inputs_moved() {}
 };
 
 // Lays a kernel's scratch arrays out one after another in its workspace, each 64-byte aligned.

@@ -28,6 +28,13 @@ std::vector<int> inplace_inputs(const Node& node, size_t out) {
     std::iota(all.begin(), all.end(), 0);
     return all;
   }
+  // A fused reduction's chain result (output 1) is computed tile by tile exactly like a fused
+  // elementwise node's, so it may overwrite any input of the same meta.
+  if (node.type == NodeType::fused_reduction && out == 1) {
+    std::vector<int> all(node.inputs.size());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
   // dx over the incoming gradient g: the second pass reads g and x where it writes dx. The
   // unfused op runs the same kernel, or oneDNN's, which allows it too.
   if (node.type == NodeType::bn_relu_grad && out == 0) return {0};
@@ -59,7 +66,10 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
 
   // Which values own memory in the arena, and which alias another value's memory.
   std::vector<bool> owns(nv);
-  for (ValueId v : graph.inputs()) owns[size_t(v)] = true;
+  const std::vector<ValueId>& inputs = graph.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    owns[size_t(inputs[i])] = i >= options.inputs_in_place.size() || !options.inputs_in_place[i];
+  }
   for (NodeId n : plan.schedule) {
     const Node& node = graph.node(n);
     bool alias = is_view(node) && view_aliases[size_t(n)];
@@ -102,7 +112,9 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
     plan.buffers.push_back(std::move(b));
     plan.buffer_of[size_t(v)] = int(plan.buffers.size() - 1);
   };
-  for (ValueId v : graph.inputs()) new_buffer(v);
+  for (ValueId v : graph.inputs()) {
+    if (owns[size_t(v)]) new_buffer(v);
+  }
   std::vector<bool> is_output(nv);
   for (ValueId v : graph.outputs()) is_output[size_t(plan.alias_of[size_t(v)])] = true;
   for (int pos = 0; pos < end; ++pos) {

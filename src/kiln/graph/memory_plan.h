@@ -29,8 +29,8 @@ struct MemoryPlan {
   static constexpr int kNone = -1;
   std::vector<Buffer> buffers;
   std::vector<Workspace> workspaces;
-  // Per value: the buffer holding it (kNone for state, constants, and views that alias their
-  // input, which use `alias_of` instead).
+  // Per value: the buffer holding it (kNone for state, constants, inputs read in place, and
+  // views that alias their input, which use `alias_of` instead).
   std::vector<int> buffer_of;
   // Per value: the value whose memory a view aliases (itself when it owns a buffer or is bound).
   std::vector<ValueId> alias_of;
@@ -44,6 +44,9 @@ struct MemoryPlan {
 struct PlanOptions {
   bool inplace = true;
   int64_t alignment = 64;
+  // Per graph input: read where the caller keeps it, so it gets no buffer (and nothing is ever
+  // written over it). Empty: every input is copied into its own buffer.
+  std::vector<bool> inputs_in_place;
 };
 
 // `view_aliases[node]`: whether a view node's output shares its input's memory (the executor

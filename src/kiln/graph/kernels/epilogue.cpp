@@ -7,6 +7,8 @@
 
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
@@ -52,6 +54,11 @@ class DnnlEpilogue : public SpecialKernel {
     prim_.execute(s, args_);
   }
 
+  bool follows_moved_inputs() const override { return true; }
+  void inputs_moved() override {
+    for (auto& [memory, tensor] : bound_) memory.set_data_handle(tensor.raw_data());
+  }
+
   size_t workspace_bytes() const override {
     WorkspaceCarver measure;
     carve(measure);
@@ -63,10 +70,15 @@ class DnnlEpilogue : public SpecialKernel {
   }
 
  protected:
-  // Memory over a bound tensor's data (fixed for the arena's lifetime).
   dnnl::memory bind(int arg, const dnnl::memory::desc& md, const Tensor& t) {
-    dnnl::memory m(md, engine(), t.raw_data());
+    dnnl::memory m = over(md, t);
     args_[arg] = m;
+    return m;
+  }
+  // Memory over a bound tensor's data, kept up to date by inputs_moved().
+  dnnl::memory over(const dnnl::memory::desc& md, const Tensor& t) {
+    dnnl::memory m(md, engine(), t.raw_data());
+    bound_.emplace_back(m, t);
     return m;
   }
   void bind_scratch(const dnnl::primitive_desc_base& pd) {
@@ -85,7 +97,7 @@ class DnnlEpilogue : public SpecialKernel {
       return;
     }
     has_reorder_ = true;
-    dnnl::memory from(user, engine(), w.raw_data());
+    dnnl::memory from = over(user, w);
     staged_weights_ = dnnl::memory(wanted, engine(), DNNL_MEMORY_NONE);
     dnnl::reorder::primitive_desc rpd(engine(), user, engine(), wanted);
     reorder_ = dnnl::reorder(rpd);
@@ -110,7 +122,7 @@ class DnnlEpilogue : public SpecialKernel {
     }
     auto user = desc_of(x, "conv2d");
     auto md = desc_of(x.shape(), cl, x.dtype(), "conv2d");
-    dnnl::memory from(user, engine(), x.raw_data());
+    dnnl::memory from = over(user, x);
     staged_src_ = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
     src_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), md));
     src_reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, staged_src_}};
@@ -121,6 +133,7 @@ class DnnlEpilogue : public SpecialKernel {
 
   dnnl::primitive prim_;
   std::unordered_map<int, dnnl::memory> args_;
+  std::vector<std::pair<dnnl::memory, Tensor>> bound_;
   bool has_src_reorder_ = false;
   dnnl::primitive src_reorder_;
   std::unordered_map<int, dnnl::memory> src_reorder_args_;

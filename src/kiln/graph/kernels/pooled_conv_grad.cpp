@@ -497,6 +497,7 @@ class PooledConvGrad : public SpecialKernel {
   }
 
   size_t workspace_bytes() const override { return workspace_bytes_; }
+  bool follows_moved_inputs() const override { return true; }  // reads them through tensors
   void set_workspace(std::byte* data) override {
     WorkspaceCarver carver(data);
     carve(carver);

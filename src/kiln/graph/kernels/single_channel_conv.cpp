@@ -27,6 +27,7 @@ class SingleChannelConv : public SpecialKernel {
         y_(out[0]),
         relu_(!node.post_ops.empty()) {}
 
+  bool follows_moved_inputs() const override { return true; }  // reads them through tensors
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::single_channel_conv_forward(x_, w_, bias_.defined() ? &bias_ : nullptr, relu_, y_);
   }
@@ -48,6 +49,7 @@ class SingleChannelConvReluPool : public SpecialKernel {
         winners_(out[1]),
         padding_(node.attrs.padding) {}
 
+  bool follows_moved_inputs() const override { return true; }  // reads them through tensors
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::single_channel_conv_relu_pool_forward(x_, w_, bias_.defined() ? &bias_ : nullptr, padding_,
                                                pooled_, winners_);
