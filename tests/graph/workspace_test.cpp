@@ -34,7 +34,8 @@ TEST(Workspace, GoesIntoTheSmallestGapAtItsPosition) {
 
 // Two conv -> relu -> 2×2 max pool layers and a dense layer, trained with SGD. With a 3-channel
 // NCHW batch, the first convolution's fused kernel stages it channels-last in its workspace;
-// with one channel, the first layer's backward runs as pooled_conv_grad over an expanded image.
+// with one channel, the first layer runs as conv_relu_pool (its rows staged and expanded in the
+// workspace) and its backward as pooled_conv_grad over an expanded image.
 // The second layer's backward is pooled_conv_grad with dx either way.
 Tensor conv_net_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
   const ops::Pool2dOptions pool;
@@ -55,7 +56,7 @@ struct Trained {
   std::vector<Tensor> params;
   CompileReport report;
   size_t workspaces_in_arena = 0;
-  int pooled_conv_grads = 0, epilogues = 0;
+  int pooled_conv_grads = 0, epilogues = 0, conv_relu_pools = 0;
 };
 
 Trained train(int64_t channels, const CompileOptions& options) {
@@ -72,6 +73,7 @@ Trained train(int64_t channels, const CompileOptions& options) {
   t.workspaces_in_arena = exe.plan().workspaces.size();
   t.pooled_conv_grads = count_nodes(exe.graph(), NodeType::pooled_conv_grad);
   t.epilogues = count_nodes(exe.graph(), NodeType::epilogue);
+  t.conv_relu_pools = count_nodes(exe.graph(), NodeType::conv_relu_pool);
   check_memory_plan(exe.plan());
   return t;
 }
@@ -87,6 +89,7 @@ TEST_P(WorkspaceOfConvNet, KernelsDoNotReadScratchTheyDidNotWriteThisRun) {
   Trained poisoned = train(channels, {.fusion = true, .poison_workspaces = true});
   EXPECT_EQ(clean.pooled_conv_grads, channels == 1 ? 2 : 1);
   EXPECT_GE(clean.epilogues, 1);
+  EXPECT_EQ(clean.conv_relu_pools, channels == 1 ? 1 : 0);
   EXPECT_GT(clean.report.workspace_bytes, 0);
   EXPECT_GT(clean.workspaces_in_arena, 0u) << "some workspace fits a gap in the arena";
   for (size_t s = 0; s < clean.losses.size(); ++s) {

@@ -2,6 +2,8 @@
 // the max pool too), as a graph kernel: the op's hand-written kernel
 // (ops/kernels/conv_single_channel.h, 2–4× faster than oneDNN there) bound once to its tensors,
 // so the fused conv + relu of LeNet's first layer keeps that speed.
+#include <omp.h>
+
 #include <array>
 
 #include "kiln/core/error.h"
@@ -47,17 +49,24 @@ class SingleChannelConvReluPool : public SpecialKernel {
         bias_(in.size() > 2 ? in[2] : Tensor()),
         pooled_(out[0]),
         winners_(out[1]),
-        padding_(node.attrs.padding) {}
+        padding_(node.attrs.padding),
+        scratch_{.threads = omp_get_max_threads()},
+        scratch_floats_(ops::single_channel_conv_relu_pool_scratch_floats(x_, w_.shape(), padding_,
+                                                                          scratch_.threads)) {}
 
   bool follows_moved_inputs() const override { return true; }  // reads them through tensors
+  size_t workspace_bytes() const override { return size_t(scratch_floats_) * sizeof(float); }
+  void set_workspace(std::byte* data) override { scratch_.data = reinterpret_cast<float*>(data); }
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::single_channel_conv_relu_pool_forward(x_, w_, bias_.defined() ? &bias_ : nullptr, padding_,
-                                               pooled_, winners_);
+                                               pooled_, winners_, &scratch_);
   }
 
  private:
   Tensor x_, w_, bias_, pooled_, winners_;
   std::array<int64_t, 2> padding_;
+  ops::SingleChannelConvScratch scratch_;
+  int64_t scratch_floats_;
 };
 
 }  // namespace

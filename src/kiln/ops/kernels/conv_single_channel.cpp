@@ -487,16 +487,41 @@ bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const At
 
 namespace {
 
+// Floats of scratch the forward uses: the expanded weights and bias, then per thread the padded
+// input rows, their expansion and (pooling) the finished output rows of one item. Each part is
+// a whole number of 64-byte lines.
+struct ForwardScratch {
+  int64_t weights = 0, xpad = 0, expanded = 0, out_rows = 0;
+  int64_t per_thread() const { return xpad + expanded + out_rows; }
+  int64_t floats(int threads) const { return weights + threads * per_thread(); }
+};
+
+ForwardScratch forward_scratch(const Geometry& g, int threads, bool pooled) {
+  const int64_t rows = rows_per_item(g, threads), in_rows = rows + g.kh - 1;
+  ForwardScratch s;
+  s.weights = round_up((g.taps() + 1) * g.period() * kLanes, kLanes);
+  s.xpad = round_up(in_rows * xpad_stride(g), kLanes);
+  s.expanded = g.broadcast() ? 0 : round_up(in_rows * g.e_stride(), kLanes);
+  s.out_rows = pooled ? round_up(rows * g.row_len(), kLanes) : 0;
+  return s;
+}
+
 // The forward's set-up (weights and bias expanded to the lane pattern) and its parallel loop
-// over items. `rows_for(n, r0, count)` says where an item's finished output rows go ([count]
-// rows of OW*O floats); `done(n, r0, count, rows)` runs after they are written.
+// over items. `rows_for(n, r0, count, out_rows)` says where an item's finished output rows go
+// ([count] rows of OW*O floats; `out_rows` is this thread's scratch for them, when pooling);
+// `done(n, r0, count, rows)` runs after they are written. The scratch is `lent` when the caller
+// lent it for this many threads, else the kernels' own per-thread buffers.
 template <class RowsFor, class Done>
 void forward_items(const Tensor& x, const Tensor& w, const Tensor* bias, bool relu,
-                   const Geometry& g, RowsFor rows_for, Done done) {
+                   const Geometry& g, bool pooled, const SingleChannelConvScratch* lent,
+                   RowsFor rows_for, Done done) {
+  const int threads = omp_get_max_threads();
+  const ForwardScratch layout = forward_scratch(g, threads, pooled);
+  float* lent_data = lent != nullptr && lent->threads == threads ? lent->data : nullptr;
   const int64_t period = g.period(), taps = g.taps();
   // Expanded weights [tap][P][16] and bias [P][16]: lane l of phase p is channel (16p + l) % O.
   thread_local Scratch weight_buffer;
-  float* wexp = weight_buffer.get((taps + 1) * period * kLanes);
+  float* wexp = lent_data != nullptr ? lent_data : weight_buffer.get(layout.weights);
   float* bexp = bias ? wexp + taps * period * kLanes : nullptr;
   const float* wd = w.data<float>();
   for (int64_t t = 0; t < taps; ++t)
@@ -509,19 +534,28 @@ void forward_items(const Tensor& x, const Tensor& w, const Tensor* bias, bool re
   }
   const ForwardArgs args{wexp, bexp, relu};
   const ExpandTable table = expand_table(g);
-  const int64_t rows = rows_per_item(g, omp_get_max_threads());
+  const int64_t rows = rows_per_item(g, threads);
   const int64_t blocks = (g.oh + rows - 1) / rows, items = g.n * blocks;
   const float* xd = x.data<float>();
   const int64_t x_image = g.h * g.w;
 #pragma omp parallel for schedule(static) if (items > 1)
   for (int64_t item = 0; item < items; ++item) {
-    thread_local Scratch e_buffer, row_buffer;
+    thread_local Scratch e_buffer, row_buffer, out_buffer;
+    float *xpad, *e, *out_rows;
+    if (lent_data != nullptr) {
+      xpad = lent_data + layout.weights + omp_get_thread_num() * layout.per_thread();
+      e = xpad + layout.xpad;
+      out_rows = e + layout.expanded;
+    } else {
+      xpad = row_buffer.get(layout.xpad);
+      e = g.broadcast() ? nullptr : e_buffer.get(layout.expanded);
+      out_rows = pooled ? out_buffer.get(layout.out_rows) : nullptr;
+    }
     int64_t n = item / blocks, r0 = item % blocks * rows, count = std::min(rows, g.oh - r0);
     const int64_t in_rows = count + g.kh - 1;
-    Source src = prepare_rows(xd + n * x_image, g, table, r0, in_rows,
-                              row_buffer.get(in_rows * xpad_stride(g)),
-                              g.broadcast() ? nullptr : e_buffer.get(in_rows * g.e_stride()));
-    float* y_rows = rows_for(n, r0, count);
+    Source src =
+        prepare_rows(xd + n * x_image, g, table, r0, in_rows, xpad, g.broadcast() ? nullptr : e);
+    float* y_rows = rows_for(n, r0, count, out_rows);
     if (g.broadcast())
       forward_item_any<true>(count, src, g, args, y_rows);
     else
@@ -579,21 +613,36 @@ void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor*
   float* yd = y.data<float>();
   const int64_t y_image = g.oh * g.row_len();
   forward_items(
-      x, w, bias, relu, g,
-      [&](int64_t n, int64_t r0, int64_t) { return yd + n * y_image + r0 * g.row_len(); },
+      x, w, bias, relu, g, /*pooled=*/false, nullptr,
+      [&](int64_t n, int64_t r0, int64_t, float*) { return yd + n * y_image + r0 * g.row_len(); },
       [](int64_t, int64_t, int64_t, const float*) {});
+}
+
+namespace {
+Shape relu_pool_conv_shape(const Shape& x, const Shape& w, std::array<int64_t, 2> padding,
+                           const char* op) {
+  if (x.rank() != 4 || w.rank() != 4) {
+    throw ShapeError(
+        detail::concat(op, ": expects rank-4 x and w, got x ", x.str(), ", w ", w.str()));
+  }
+  return {x[0], w[0], x[2] + 2 * padding[0] - w[2] + 1, x[3] + 2 * padding[1] - w[3] + 1};
+}
+}  // namespace
+
+int64_t single_channel_conv_relu_pool_scratch_floats(const Tensor& x, const Shape& w_shape,
+                                                     std::array<int64_t, 2> padding, int threads) {
+  const char* op = "single_channel_conv_relu_pool_forward";
+  const Geometry g =
+      geometry(x, w_shape, relu_pool_conv_shape(x.shape(), w_shape, padding, op), op);
+  return forward_scratch(g, threads, /*pooled=*/true).floats(threads);
 }
 
 void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
                                            std::array<int64_t, 2> padding, Tensor& pooled,
-                                           Tensor& winners) {
+                                           Tensor& winners,
+                                           const SingleChannelConvScratch* scratch) {
   const char* op = "single_channel_conv_relu_pool_forward";
-  if (x.rank() != 4 || w.rank() != 4) {
-    throw ShapeError(
-        detail::concat(op, ": expects rank-4 x and w, got x ", describe(x), ", w ", describe(w)));
-  }
-  const Shape conv{x.dim(0), w.dim(0), x.dim(2) + 2 * padding[0] - w.dim(2) + 1,
-                   x.dim(3) + 2 * padding[1] - w.dim(3) + 1};
+  const Shape conv = relu_pool_conv_shape(x.shape(), w.shape(), padding, op);
   Geometry g = geometry(x, w.shape(), conv, op);
   check_forward_operands(op, g, w, bias);
   const Shape pooled_shape{g.n, g.o, g.oh / 2, g.ow / 2};
@@ -609,11 +658,8 @@ void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, con
   const int64_t pooled_image = pooled_shape[2] * pooled_shape[3] * g.o;
   // The relu output never leaves this thread's cache: each item's rows are pooled right away.
   forward_items(
-      x, w, bias, /*relu=*/true, g,
-      [&](int64_t, int64_t, int64_t count) {
-        thread_local Scratch rows;
-        return rows.get(count * g.row_len());
-      },
+      x, w, bias, /*relu=*/true, g, /*pooled=*/true, scratch,
+      [](int64_t, int64_t, int64_t, float* out_rows) { return out_rows; },
       [&](int64_t n, int64_t r0, int64_t count, const float* rows) {
         // Items start at even rows, so an odd OH's last row is the unpaired end of its item.
         pool_rows(rows, r0, count, g, pooled_shape[3], pd + n * pooled_image,
@@ -699,8 +745,13 @@ bool single_channel_conv_fits(const Shape&, const Shape&, const Attrs&, bool) {
 void single_channel_conv_forward(const Tensor&, const Tensor&, const Tensor*, bool, Tensor&) {
   throw Error("single_channel_conv_forward: built without AVX-512");
 }
+int64_t single_channel_conv_relu_pool_scratch_floats(const Tensor&, const Shape&,
+                                                     std::array<int64_t, 2>, int) {
+  throw Error("single_channel_conv_relu_pool_forward: built without AVX-512");
+}
 void single_channel_conv_relu_pool_forward(const Tensor&, const Tensor&, const Tensor*,
-                                           std::array<int64_t, 2>, Tensor&, Tensor&) {
+                                           std::array<int64_t, 2>, Tensor&, Tensor&,
+                                           const SingleChannelConvScratch*) {
   throw Error("single_channel_conv_relu_pool_forward: built without AVX-512");
 }
 void single_channel_conv_backward_weights(const Tensor&, const Tensor&, Tensor&, Tensor*) {

@@ -45,9 +45,20 @@ void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor*
 // maximum (row-major, as ops/kernels/max_pool_grad.h picks it), bit 2 set when that maximum is
 // <= 0 (the relu passes it no gradient). x, w, bias as for the forward above; pooled (f32) and
 // winners (u8) are [N, O, OH / 2, OW / 2] channels-last dense.
+//
+// The kernel keeps per-thread buffers of its own, or uses `scratch` when one is lent for the
+// thread count it runs at: single_channel_conv_relu_pool_scratch_floats() floats, 64-byte
+// aligned, whose contents need not survive between calls (a compiled graph's workspace).
+struct SingleChannelConvScratch {
+  float* data = nullptr;
+  int threads = 0;
+};
+int64_t single_channel_conv_relu_pool_scratch_floats(const Tensor& x, const Shape& w_shape,
+                                                     std::array<int64_t, 2> padding, int threads);
 void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
                                            std::array<int64_t, 2> padding, Tensor& pooled,
-                                           Tensor& winners);
+                                           Tensor& winners,
+                                           const SingleChannelConvScratch* scratch = nullptr);
 
 // dw = conv2d_backward_weights(dy, x), db = sum of dy over N, H, W (when db is given). dy
 // [N, O, OH, OW] must be channels-last dense (throws otherwise); dw [O, 1, KH, KW] and db [O]
