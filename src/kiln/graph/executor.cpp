@@ -56,14 +56,11 @@ Strides strides_for(const ops::TensorMeta& m) {
   return contiguous_strides(m.shape);
 }
 
-size_t meta_bytes(const ops::TensorMeta& m) {
-  return size_t(m.shape.numel()) * dtype_size(m.dtype);
-}
-
 // A tensor over memory someone else owns; `keeper` keeps that memory alive.
 Tensor tensor_over(void* data, const ops::TensorMeta& m, std::shared_ptr<void> keeper) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(data, meta_bytes(m), std::move(keeper));
+  size_t bytes = size_t(m.shape.numel()) * dtype_size(m.dtype);
+  impl->storage = std::make_shared<Storage>(data, bytes, std::move(keeper));
   impl->shape = m.shape;
   impl->strides = strides_for(m);
   impl->dtype = m.dtype;

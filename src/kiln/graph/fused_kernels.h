@@ -1,8 +1,8 @@
 #pragma once
 // Kernels of the fused nodes that are not plain elementwise chains: conv2d/matmul with oneDNN
 // post-ops, BatchNorm+[add+]ReLU forward and backward, elementwise-into-reduction, and the
-// layout pass's reorders. Each is built
-// once, at bind time, for its bound tensors (primitives created, scratch allocated), then only run.
+// layout pass's reorders. Each is built once, at bind time, for its bound tensors (primitives
+// created, workspace sized), then only run.
 #include <algorithm>
 #include <cstddef>
 #include <memory>

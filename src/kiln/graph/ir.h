@@ -17,7 +17,8 @@ using NodeId = int32_t;
 inline constexpr ValueId kNoValue = -1;
 
 enum class ValueKind : uint8_t {
-  input,         // fed by the caller every step (images, labels): copied into the arena
+  input,         // fed by the caller every step (images, labels): read where the caller keeps
+                 // it, or copied into the arena (CompileOptions::inputs_in_place)
   state,         // a real tensor bound by reference (parameters, BN running stats, optimizer
                  // state, the lr scalar): kernels read and update it in place
   constant,      // a tensor nobody outside the graph can see or change: foldable

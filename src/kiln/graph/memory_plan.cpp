@@ -18,19 +18,15 @@ int64_t round_up(int64_t n, int64_t a) {
 }
 
 // The inputs (by index) whose buffer output `out` may take over when the input dies at `node`:
-// any input of a pointwise node's single output; for the batch-norm backward kernels, fused or
-// not, the ones their passes read only at the index they write (see batch_norm_rows.h). Writing
-// over a gradient just read, instead of into memory last touched a whole step ago, also spares the
-// write its fetch from DRAM.
+// any input of a pointwise node's single output or of a fused reduction's chain result; for the
+// batch-norm backward kernels, fused or not, the ones their passes read only at the index they
+// write (see batch_norm_rows.h). Writing over a gradient just read, instead of into memory last
+// touched a whole step ago, also spares the write its fetch from DRAM.
 std::vector<int> inplace_inputs(const Node& node, size_t out) {
-  if (is_pointwise(node) && node.outputs.size() == 1) {
-    std::vector<int> all(node.inputs.size());
-    std::iota(all.begin(), all.end(), 0);
-    return all;
-  }
-  // A fused reduction's chain result (output 1) is computed tile by tile exactly like a fused
-  // elementwise node's, so it may overwrite any input of the same meta.
-  if (node.type == NodeType::fused_reduction && out == 1) {
+  // A fused reduction's chain result (output 1) is computed tile by tile exactly as a fused
+  // elementwise node's output is.
+  if ((is_pointwise(node) && node.outputs.size() == 1) ||
+      (node.type == NodeType::fused_reduction && out == 1)) {
     std::vector<int> all(node.inputs.size());
     std::iota(all.begin(), all.end(), 0);
     return all;

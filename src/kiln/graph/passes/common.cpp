@@ -25,7 +25,7 @@ bool dense_as_meta(const Graph& graph, ValueId v) {
   const Value& x = graph.value(v);
   switch (x.kind) {
     case ValueKind::input:
-      return true;  // copied into the arena in the meta's layout
+      return true;  // read in the meta's layout (the executor stages a batch in another one)
     case ValueKind::state:
     case ValueKind::constant:
       return x.tensor.is_contiguous() || x.tensor.is_channels_last();

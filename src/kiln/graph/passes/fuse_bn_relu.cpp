@@ -28,7 +28,7 @@ namespace kiln::graph::passes {
 namespace {
 using ops::OpKind;
 
-// Whether the rows kernels can read v as the arena (or the caller's input copy) holds it: a
+// Whether the rows kernels can read v as the arena (or the caller's input) holds it: a
 // dense f32/bf16 activation, channels-last 4-D or row-major with only N and C (> 1).
 bool rows_activation(const Graph& graph, ValueId v) {
   const Value& val = graph.value(v);
