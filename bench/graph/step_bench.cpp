@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       "{\"model\":\"%s\",\"batch\":%lld,\"mode\":\"%s\",\"fusion\":%s,\"images_per_sec\":%.1f,"
       "\"step_ms\":%.3f,\"cpu_ms_per_step\":%.3f,\"first_step_ms\":%.1f,\"compile_ms\":%.1f,\"plan_"
       "peak_mib\":%.2f,"
-      "\"alloc_peak_mib\":%.2f,\"peak_rss_mib\":%.1f,\"step_rss_mib\":%.1f,\"loss_first\":%.4f,"
+      "\"alloc_peak_mib\":%.2f,\"peak_rss_mib\":%.2f,\"step_rss_mib\":%.2f,\"loss_first\":%.4f,"
       "\"loss_last\":%.4f}\n",
       model.c_str(), (long long)batch, graph_mode ? "graph" : "eager", fusion ? "true" : "false",
       double(batch) * steps / (ms / 1000.0), ms / steps, cpu_ms / steps, first_ms, compile_ms,
