@@ -139,5 +139,26 @@ TEST(InputsInPlaceRules, NothingIsWrittenOverAnInput) {
   expect_all_close(c.outputs, fn({x}), 1e-6, 1e-6, "exp(-x)");
 }
 
+// A batch that is graph state is staged: here the second layer's weight is also the batch. The
+// step updates that weight before the first layer's weight gradient reads the batch, so a batch
+// read in place would change under it.
+TEST(InputsInPlaceRules, StateMemoryPassedAsInputIsStaged) {
+  auto run = [](bool in_place) {
+    std::vector<Tensor> params = mlp_params(16, 16, 16, 3);
+    Tensor labels = random_labels(16, 16, 4), lr = Tensor::scalar(0.5);
+    Executable exe(trace_step(mlp_loss, params, params[2], labels, lr),
+                   {.fusion = true, .inputs_in_place = in_place});
+    std::vector<float> result;
+    for (int step = 0; step < 3; ++step) {
+      result.push_back(exe.run(std::vector<Tensor>{params[2], labels})[0].item<float>());
+    }
+    for (const Tensor& p : params) {
+      for (float v : p.to_vector<float>()) result.push_back(v);
+    }
+    return result;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 }  // namespace
 }  // namespace kiln::graph

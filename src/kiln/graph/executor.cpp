@@ -511,10 +511,12 @@ void Executable::take_inputs(std::span<const Tensor> inputs) {
       continue;
     }
     // Kernels were built for the graph's strides and may assume the arena's 64-byte alignment:
-    // a batch without both is staged in a buffer of our own first.
+    // a batch without both is staged in a buffer of our own first. So is a batch in the memory
+    // of graph state (a parameter passed as input), which the step's updates change.
     const Tensor* from = &inputs[i];
     if (inputs[i].strides() != bound.strides() ||
-        reinterpret_cast<uintptr_t>(inputs[i].raw_data()) % 64 != 0) {
+        reinterpret_cast<uintptr_t>(inputs[i].raw_data()) % 64 != 0 ||
+        is_state_memory(*inputs[i].impl()->storage)) {
       Tensor& stage = input_stages_[i];
       if (!stage.defined())
         stage = Tensor::empty_strided(bound.shape(), bound.strides(), bound.dtype());
@@ -528,6 +530,13 @@ void Executable::take_inputs(std::span<const Tensor> inputs) {
       for (SpecialKernel* k : input_followers_[i]) k->inputs_moved();
     }
   }
+}
+
+bool Executable::is_state_memory(const Storage& storage) const {
+  for (const auto& [v, data] : state_data_) {
+    if (data == storage.data()) return true;
+  }
+  return false;
 }
 
 void Executable::release_inputs() {

@@ -103,6 +103,7 @@ class Executable {
   void start(std::span<const Tensor> inputs);  // checks and takes the inputs
   void take_inputs(std::span<const Tensor> inputs);
   void release_inputs();
+  bool is_state_memory(const Storage& storage) const;
   void find_input_followers();               // bind: which kernels read each input in place
   bool copy_inputs_kernels_cannot_follow();  // true when some input must be copied after all
   void launch(size_t begin, size_t end);
