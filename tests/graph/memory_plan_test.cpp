@@ -33,7 +33,9 @@ TEST(MemoryPlan, ReusesMemoryAndWritesInPlace) {
   check_memory_plan(plan);
   const int64_t one = 32 * 32 * 4;
   // The two inputs are read where the caller keeps them: no buffer.
-  EXPECT_EQ(plan.total_bytes, 20 * one - plan.inplace_reuses * one);
+  int64_t tensors = 0;
+  for (const MemoryPlan::Buffer& b : plan.buffers) tensors += b.bytes;
+  EXPECT_EQ(tensors, 20 * one - plan.inplace_reuses * one);
   EXPECT_GT(plan.inplace_reuses, 0);  // tanh writes over the matmul result it consumes
   EXPECT_LE(plan.arena_bytes, 3 * one);
   expect_all_close(c.outputs, fn(in), 1e-5, 1e-5, "chain");
@@ -172,6 +174,41 @@ TEST(MemoryPlan, FusedReductionWritesItsChainResultOverADyingInput) {
   }
   EXPECT_NEAR(losses[0], losses[1], 1e-6);
   expect_all_close(trained[1], trained[0], 1e-6, 1e-5, "params after one step");
+}
+
+// LeNet's shape of network: the second convolution's fused pooled gradient writes dx (the
+// gradient of the first layer's pooled output) over that pooled output, which dies there.
+TEST(MemoryPlan, PooledConvolutionGradientWritesDxOverItsInput) {
+  LossFn loss = [](const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
+    Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, p[0], p[1], {.padding = {2, 2}})), {});
+    h = ops::max_pool2d(ops::relu(ops::conv2d(h, p[2], p[3], {})), {});
+    return ops::softmax_cross_entropy(ops::matmul(ops::flatten(h), p[4], false, true), labels);
+  };
+  Tensor x = random_tensor({8, 1, 20, 20}, 1), labels = random_labels(8, 10, 2);
+  Tensor lr = Tensor::scalar(0.05);
+  std::vector<std::vector<Tensor>> trained;
+  for (bool fusion : {false, true}) {
+    std::vector<Tensor> p =
+        clone_all({random_tensor({6, 1, 5, 5}, 3, -0.3f, 0.3f), random_tensor({6}, 4),
+                   random_tensor({16, 6, 5, 5}, 5, -0.2f, 0.2f), random_tensor({16}, 6),
+                   random_tensor({10, 16 * 3 * 3}, 7, -0.2f, 0.2f)});
+    Executable exe(trace_step(loss, p, x, labels, lr), {.fusion = fusion});
+    exe.run(std::vector<Tensor>{x, labels});
+    trained.push_back(p);
+    check_memory_plan(exe.plan());
+    if (!fusion) continue;
+    int with_dx = 0;
+    for (NodeId n : exe.graph().schedule()) {
+      const Node& node = exe.graph().node(n);
+      if (node.type != NodeType::pooled_conv_grad || node.inputs[3] == kNoValue) continue;
+      ++with_dx;
+      const int b = exe.plan().buffer_of[size_t(node.outputs.back())];
+      EXPECT_NE(b, MemoryPlan::kNone);
+      EXPECT_EQ(b, exe.plan().buffer_of[size_t(node.inputs[2])]) << "dx over x";
+    }
+    EXPECT_EQ(with_dx, 1) << exe.graph().str();
+  }
+  expect_all_close(trained[1], trained[0], 1e-5, 1e-4, "params after one step");
 }
 
 // The unfused batch-norm gradient on NCHW data runs oneDNN's kernel, in place too; the step

@@ -32,6 +32,31 @@ TEST(Workspace, GoesIntoTheSmallestGapAtItsPosition) {
   EXPECT_THROW(check_memory_plan(plan), Error);
 }
 
+// Workspaces whose sizes are known are packed with the tensors, each live at its position
+// alone: the arena holds the largest sum of tensors and workspace live at one position.
+TEST(Workspace, PlanPacksKnownWorkspacesWithTheTensors) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor a = ops::exp(in[0]);                            // position 0
+    Tensor b = ops::tanh(a);                               // 1
+    return std::vector<Tensor>{ops::add(ops::neg(a), b)};  // 2, 3
+  };
+  Graph g = trace(fn, {random_tensor({16, 16}, 1)});
+  const std::vector<bool> no_views(g.num_nodes(), false);
+  const int64_t one = 16 * 16 * 4;
+  MemoryPlan plain = plan_memory(g, no_views, {.inplace = false, .inputs_in_place = {true}});
+  MemoryPlan packed = plan_memory(
+      g, no_views, {.inplace = false, .inputs_in_place = {true}, .workspace_bytes = {0, 3 * one}});
+  ASSERT_EQ(packed.workspaces.size(), 1u);
+  EXPECT_TRUE(packed.workspaces[0].reserved);
+  EXPECT_EQ(packed.workspaces[0].position, 1);
+  EXPECT_EQ(packed.workspaces[0].bytes, 3 * one);
+  EXPECT_NO_THROW(check_memory_plan(packed));
+  // At position 1, a and b are live beside the workspace.
+  EXPECT_EQ(plain.arena_bytes, 3 * one);
+  EXPECT_EQ(packed.arena_bytes, 5 * one);
+  EXPECT_EQ(packed.live_bytes_peak, 5 * one);
+}
+
 // Two conv -> relu -> 2×2 max pool layers and a dense layer, trained with SGD. With a 3-channel
 // NCHW batch, the first convolution's fused kernel stages it channels-last in its workspace;
 // with one channel, the first layer runs as conv_relu_pool (its rows staged and expanded in the
@@ -91,7 +116,8 @@ TEST_P(WorkspaceOfConvNet, KernelsDoNotReadScratchTheyDidNotWriteThisRun) {
   EXPECT_GE(clean.epilogues, 1);
   EXPECT_EQ(clean.conv_relu_pools, channels == 1 ? 1 : 0);
   EXPECT_GT(clean.report.workspace_bytes, 0);
-  EXPECT_GT(clean.workspaces_in_arena, 0u) << "some workspace fits a gap in the arena";
+  EXPECT_GT(clean.workspaces_in_arena, 0u);
+  EXPECT_EQ(clean.report.workspace_outside_arena, 0) << "packed with the tensors if no gap";
   for (size_t s = 0; s < clean.losses.size(); ++s) {
     EXPECT_TRUE(std::isfinite(poisoned.losses[s])) << "step " << s;
     EXPECT_EQ(poisoned.losses[s], clean.losses[s]) << "step " << s;

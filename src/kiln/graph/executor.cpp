@@ -224,12 +224,26 @@ Executable::Executable(Graph graph, const CompileOptions& options)
   report_.nodes_compiled = graph_.num_live_nodes();
   view_aliases_ = probe_views(graph_);
   inputs_in_place_.assign(graph_.inputs().size(), options_.inputs_in_place);
-  do {
+  // Planned and bound again when a kernel cannot follow an input read in place, or when some
+  // kernel's workspace found no gap: the plan then packs those workspaces, now that their sizes
+  // are known, with the tensors (the others still go into gaps).
+  std::vector<int64_t> workspace_bytes;
+  for (;;) {
     plan_ = plan_memory(graph_, view_aliases_,
-                        {.inplace = options_.inplace, .inputs_in_place = inputs_in_place_});
+                        {.inplace = options_.inplace,
+                         .inputs_in_place = inputs_in_place_,
+                         .workspace_bytes = workspace_bytes});
     if (options_.check_plan) check_memory_plan(plan_);
     bind();
-  } while (copy_inputs_kernels_cannot_follow());
+    if (copy_inputs_kernels_cannot_follow()) continue;
+    if (report_.workspace_outside_arena == 0 || !workspace_bytes.empty()) break;
+    workspace_bytes.assign(plan_.schedule.size(), 0);
+    for (const Launch& l : launches_) {
+      if (!l.workspace.empty() && l.workspace.data() == workspace_->data()) {
+        workspace_bytes[size_t(l.position)] = int64_t(l.workspace.size());
+      }
+    }
+  }
   report_.arena_bytes = plan_.arena_bytes;
   report_.live_bytes_peak = plan_.live_bytes_peak;
   report_.unplanned_bytes = plan_.total_bytes;
@@ -435,7 +449,7 @@ void Executable::bind() {
 }
 
 void Executable::place_workspaces() {
-  plan_.workspaces.clear();
+  std::erase_if(plan_.workspaces, [](const MemoryPlan::Workspace& w) { return !w.reserved; });
   std::vector<std::pair<Launch*, int64_t>> outside;  // found no gap in the arena
   int64_t outside_bytes = 0;
   report_.workspace_bytes = 0;
@@ -445,7 +459,11 @@ void Executable::place_workspaces() {
     const int64_t bytes = int64_t(l.special->workspace_bytes() + 63) / 64 * 64;
     if (bytes == 0) continue;
     report_.workspace_bytes = std::max(report_.workspace_bytes, bytes);
-    const int64_t at = place_workspace(plan_, l.position, bytes);
+    int64_t at = MemoryPlan::kNone;
+    for (const MemoryPlan::Workspace& w : plan_.workspaces) {
+      if (w.reserved && w.position == l.position && w.bytes >= bytes) at = w.offset;
+    }
+    if (at == MemoryPlan::kNone) at = place_workspace(plan_, l.position, bytes);
     if (at != MemoryPlan::kNone) {
       l.workspace = {static_cast<std::byte*>(arena_->data()) + at, size_t(bytes)};
     } else {

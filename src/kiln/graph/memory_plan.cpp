@@ -19,9 +19,10 @@ int64_t round_up(int64_t n, int64_t a) {
 
 // The inputs (by index) whose buffer output `out` may take over when the input dies at `node`:
 // any input of a pointwise node's single output or of a fused reduction's chain result; for the
-// batch-norm backward kernels, fused or not, the ones their passes read only at the index they
-// write (see batch_norm_rows.h). Writing over a gradient just read, instead of into memory last
-// touched a whole step ago, also spares the write its fetch from DRAM.
+// batch-norm backward kernels, fused or not, and the pooled convolution gradient, the ones their
+// passes read only before or where they write (see batch_norm_rows.h). Writing over a gradient just
+// read, instead of into memory last touched a whole step ago, also spares the write its fetch from
+// DRAM.
 std::vector<int> inplace_inputs(const Node& node, size_t out) {
   // A fused reduction's chain result (output 1) is computed tile by tile exactly as a fused
   // elementwise node's output is.
@@ -39,6 +40,13 @@ std::vector<int> inplace_inputs(const Node& node, size_t out) {
   // and x where it writes dx, a no longer read.
   if (node.type == NodeType::bn_add_relu_grad && out == 3) return {1};
   if (node.type == NodeType::bn_add_relu_grad && out == 0) return {0};
+  // The pooled convolution gradient copies each image of x into its own padded buffer before it
+  // writes that image's dx, and a thread owns whole images: dx (the last output, present when
+  // w is an input) may overwrite x.
+  if (node.type == NodeType::pooled_conv_grad && node.inputs.size() > 3 &&
+      node.inputs[3] != kNoValue && out == node.outputs.size() - 1) {
+    return {2};
+  }
   return {};
 }
 
@@ -154,6 +162,17 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
     }
   }
 
+  // Kernels' workspaces, where their sizes are known: packed with the tensors as buffers live at
+  // their kernel's position alone, then moved to plan.workspaces.
+  const size_t value_buffers = plan.buffers.size();
+  for (size_t pos = 0; pos < options.workspace_bytes.size() && int(pos) < end; ++pos) {
+    if (options.workspace_bytes[pos] <= 0) continue;
+    MemoryPlan::Buffer w;
+    w.bytes = round_up(options.workspace_bytes[pos], options.alignment);
+    w.first = w.last = int(pos);
+    plan.buffers.push_back(std::move(w));
+  }
+
   // Pack: largest first, each at the best-fitting gap among buffers live at the same time.
   std::vector<int> order(plan.buffers.size());
   std::iota(order.begin(), order.end(), 0);
@@ -195,6 +214,11 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
     live += d;
     plan.live_bytes_peak = std::max(plan.live_bytes_peak, live);
   }
+  for (size_t i = value_buffers; i < plan.buffers.size(); ++i) {
+    const MemoryPlan::Buffer& w = plan.buffers[i];
+    plan.workspaces.push_back({w.offset, w.bytes, w.first, /*reserved=*/true});
+  }
+  plan.buffers.resize(value_buffers);
   return plan;
 }
 
@@ -216,7 +240,7 @@ int64_t place_workspace(MemoryPlan& plan, int position, int64_t bytes) {
     }
     cursor = std::max(cursor, hi);
   }
-  if (best != MemoryPlan::kNone) plan.workspaces.push_back({best, bytes, position});
+  if (best != MemoryPlan::kNone) plan.workspaces.push_back({best, bytes, position, false});
   return best;
 }
 

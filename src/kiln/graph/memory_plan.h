@@ -20,11 +20,14 @@ struct MemoryPlan {
     int last = 0;        // last schedule position that reads it
     std::vector<ValueId> values;  // the values stored in it (several with in-place reuse)
   };
-  // Scratch of the kernel at `position`, live only while it runs (place_workspace).
+  // Scratch of the kernel at `position`, live only while it runs: packed with the tensors when
+  // its size was known (PlanOptions::workspace_bytes, `reserved`), else put in a gap they leave
+  // (place_workspace).
   struct Workspace {
     int64_t offset = 0;
     int64_t bytes = 0;
     int position = 0;
+    bool reserved = false;
   };
   static constexpr int kNone = -1;
   std::vector<Buffer> buffers;
@@ -37,7 +40,7 @@ struct MemoryPlan {
   std::vector<NodeId> schedule;  // positions -> nodes
   int64_t arena_bytes = 0;       // the plan's peak: the arena's size
   int64_t live_bytes_peak = 0;   // most bytes live at one position (a lower bound for any plan)
-  int64_t total_bytes = 0;       // sum of all buffers (what allocating each separately would use)
+  int64_t total_bytes = 0;       // sum of all buffers and packed workspaces (each allocated apart)
   int inplace_reuses = 0;
 };
 
@@ -47,6 +50,8 @@ struct PlanOptions {
   // Per graph input: read where the caller keeps it, so it gets no buffer (and nothing is ever
   // written over it). Empty: every input is copied into its own buffer.
   std::vector<bool> inputs_in_place;
+  // Per schedule position: bytes of workspace the kernel there needs (empty: none known).
+  std::vector<int64_t> workspace_bytes;
 };
 
 // `view_aliases[node]`: whether a view node's output shares its input's memory (the executor
