@@ -118,6 +118,22 @@ inline std::vector<Tensor> mlp_params(int64_t in, int64_t hidden, int64_t out, u
                     random_tensor({out}, seed + 3, -0.1f, 0.1f)});
 }
 
+// LeNet's shape, small: conv 5×5 (padding 2) -> relu -> 2×2 max pool, conv 5×5 -> relu -> 2×2
+// max pool, and a dense layer with bias, for x [N, C, 20, 20] and 10 classes.
+inline Tensor conv_net_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
+  const ops::Pool2dOptions pool;
+  Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, p[0], p[1], {.padding = {2, 2}})), pool);
+  h = ops::max_pool2d(ops::relu(ops::conv2d(h, p[2], p[3], {})), pool);
+  Tensor logits = ops::add(ops::matmul(ops::flatten(h), p[4], false, true), p[5]);
+  return ops::softmax_cross_entropy(logits, labels);
+}
+
+inline std::vector<Tensor> conv_net_params(int64_t channels) {
+  return clone_all({random_tensor({6, channels, 5, 5}, 1, -0.3f, 0.3f), random_tensor({6}, 2),
+                    random_tensor({16, 6, 5, 5}, 3, -0.2f, 0.2f), random_tensor({16}, 4),
+                    random_tensor({10, 16 * 3 * 3}, 5, -0.2f, 0.2f), random_tensor({10}, 6)});
+}
+
 // Counts live nodes of a type (or, for NodeType::op, of an op).
 inline int count_nodes(const Graph& g, NodeType type, int op = -1) {
   int n = 0;

@@ -7,29 +7,17 @@ namespace kiln::graph {
 namespace {
 using namespace testing;
 
-// conv -> relu -> 2×2 max pool, twice, and a dense layer. One input channel: the first layer
-// runs Kiln's own kernels (conv_relu_pool forward, pooled_conv_grad backward), which read the
-// batch through its tensor. Three: oneDNN's fused convolution, which keeps raw addresses.
-Tensor conv_net_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
-  const ops::Pool2dOptions pool;
-  Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, p[0], p[1], {.padding = {2, 2}})), pool);
-  h = ops::max_pool2d(ops::relu(ops::conv2d(h, p[2], p[3], {})), pool);
-  Tensor logits = ops::add(ops::matmul(ops::flatten(h), p[4], false, true), p[5]);
-  return ops::softmax_cross_entropy(logits, labels);
-}
-
 struct Net {
   LossFn loss;
   std::vector<Tensor> params;
   Shape x_shape;
 };
 
+// graph_test_util.h's conv net. One input channel: the first layer runs Kiln's own kernels
+// (conv_relu_pool forward, pooled_conv_grad backward), which read the batch through its tensor.
+// Three: oneDNN's fused convolution, which keeps raw addresses.
 Net conv_net(int64_t channels) {
-  return {conv_net_loss,
-          clone_all({random_tensor({6, channels, 5, 5}, 1, -0.3f, 0.3f), random_tensor({6}, 2),
-                     random_tensor({16, 6, 5, 5}, 3, -0.2f, 0.2f), random_tensor({16}, 4),
-                     random_tensor({10, 16 * 3 * 3}, 5, -0.2f, 0.2f), random_tensor({10}, 6)}),
-          {4, channels, 20, 20}};
+  return {conv_net_loss, conv_net_params(channels), {4, channels, 20, 20}};
 }
 
 // The perceptron: oneDNN's fused matmul reads the batch, and the fused momentum-free SGD's

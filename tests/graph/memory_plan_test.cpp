@@ -176,23 +176,16 @@ TEST(MemoryPlan, FusedReductionWritesItsChainResultOverADyingInput) {
   expect_all_close(trained[1], trained[0], 1e-6, 1e-5, "params after one step");
 }
 
-// LeNet's shape of network: the second convolution's fused pooled gradient writes dx (the
-// gradient of the first layer's pooled output) over that pooled output, which dies there.
+// graph_test_util.h's conv net (LeNet's shape): the second convolution's fused pooled gradient
+// writes dx (the gradient of the first layer's pooled output) over that pooled output, which
+// dies there.
 TEST(MemoryPlan, PooledConvolutionGradientWritesDxOverItsInput) {
-  LossFn loss = [](const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
-    Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, p[0], p[1], {.padding = {2, 2}})), {});
-    h = ops::max_pool2d(ops::relu(ops::conv2d(h, p[2], p[3], {})), {});
-    return ops::softmax_cross_entropy(ops::matmul(ops::flatten(h), p[4], false, true), labels);
-  };
   Tensor x = random_tensor({8, 1, 20, 20}, 1), labels = random_labels(8, 10, 2);
   Tensor lr = Tensor::scalar(0.05);
   std::vector<std::vector<Tensor>> trained;
   for (bool fusion : {false, true}) {
-    std::vector<Tensor> p =
-        clone_all({random_tensor({6, 1, 5, 5}, 3, -0.3f, 0.3f), random_tensor({6}, 4),
-                   random_tensor({16, 6, 5, 5}, 5, -0.2f, 0.2f), random_tensor({16}, 6),
-                   random_tensor({10, 16 * 3 * 3}, 7, -0.2f, 0.2f)});
-    Executable exe(trace_step(loss, p, x, labels, lr), {.fusion = fusion});
+    std::vector<Tensor> p = conv_net_params(1);
+    Executable exe(trace_step(conv_net_loss, p, x, labels, lr), {.fusion = fusion});
     exe.run(std::vector<Tensor>{x, labels});
     trained.push_back(p);
     check_memory_plan(exe.plan());

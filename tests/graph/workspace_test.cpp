@@ -57,25 +57,11 @@ TEST(Workspace, PlanPacksKnownWorkspacesWithTheTensors) {
   EXPECT_EQ(packed.live_bytes_peak, 5 * one);
 }
 
-// Two conv -> relu -> 2×2 max pool layers and a dense layer, trained with SGD. With a 3-channel
-// NCHW batch, the first convolution's fused kernel stages it channels-last in its workspace;
-// with one channel, the first layer runs as conv_relu_pool (its rows staged and expanded in the
-// workspace) and its backward as pooled_conv_grad over an expanded image.
-// The second layer's backward is pooled_conv_grad with dx either way.
-Tensor conv_net_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& labels) {
-  const ops::Pool2dOptions pool;
-  Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, p[0], p[1], {.padding = {2, 2}})), pool);
-  h = ops::max_pool2d(ops::relu(ops::conv2d(h, p[2], p[3], {})), pool);
-  Tensor logits = ops::add(ops::matmul(ops::flatten(h), p[4], false, true), p[5]);
-  return ops::softmax_cross_entropy(logits, labels);
-}
-
-std::vector<Tensor> conv_net_params(int64_t channels) {
-  return clone_all({random_tensor({6, channels, 5, 5}, 1, -0.3f, 0.3f), random_tensor({6}, 2),
-                    random_tensor({16, 6, 5, 5}, 3, -0.2f, 0.2f), random_tensor({16}, 4),
-                    random_tensor({10, 16 * 3 * 3}, 5, -0.2f, 0.2f), random_tensor({10}, 6)});
-}
-
+// graph_test_util.h's conv net, trained with SGD. With a 3-channel NCHW batch, the first
+// convolution's fused kernel stages it channels-last in its workspace; with one channel, the
+// first layer runs as conv_relu_pool (its rows staged and expanded in the workspace) and its
+// backward as pooled_conv_grad over an expanded image. The second layer's backward is
+// pooled_conv_grad with dx either way.
 struct Trained {
   std::vector<float> losses;
   std::vector<Tensor> params;
