@@ -50,6 +50,22 @@ std::vector<int> inplace_inputs(const Node& node, size_t out) {
   return {};
 }
 
+// Where `bytes` (> 0) fit best between the busy ranges [lo, hi): the start of the smallest gap
+// that holds them, or kNone. `busy_end` receives where the last busy range ends.
+int64_t best_fit(std::vector<std::pair<int64_t, int64_t>>& busy, int64_t bytes, int64_t& busy_end) {
+  std::sort(busy.begin(), busy.end());
+  int64_t best = MemoryPlan::kNone, best_gap = INT64_MAX;
+  busy_end = 0;
+  for (auto [lo, hi] : busy) {
+    if (lo - busy_end >= bytes && lo - busy_end < best_gap) {
+      best = busy_end;
+      best_gap = lo - busy_end;
+    }
+    busy_end = std::max(busy_end, hi);
+  }
+  return best;
+}
+
 }  // namespace
 
 bool is_pointwise(const Node& node) {
@@ -188,16 +204,9 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
       const MemoryPlan::Buffer& o = plan.buffers[size_t(j)];
       if (o.first <= b.last && b.first <= o.last) busy.emplace_back(o.offset, o.offset + o.bytes);
     }
-    std::sort(busy.begin(), busy.end());
-    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-    for (auto [lo, hi] : busy) {
-      if (lo > cursor && lo - cursor >= b.bytes && lo - cursor < best_gap) {
-        best = cursor;
-        best_gap = lo - cursor;
-      }
-      cursor = std::max(cursor, hi);
-    }
-    b.offset = best >= 0 ? best : cursor;
+    int64_t busy_end = 0;
+    const int64_t best = best_fit(busy, b.bytes, busy_end);
+    b.offset = best != MemoryPlan::kNone ? best : busy_end;
     plan.arena_bytes = std::max(plan.arena_bytes, b.offset + b.bytes);
     plan.total_bytes += b.bytes;
     placed.push_back(i);
@@ -231,15 +240,8 @@ int64_t place_workspace(MemoryPlan& plan, int position, int64_t bytes) {
     if (w.position == position) busy.emplace_back(w.offset, w.offset + w.bytes);
   }
   busy.emplace_back(plan.arena_bytes, plan.arena_bytes);  // the arena's end closes the last gap
-  std::sort(busy.begin(), busy.end());
-  int64_t best = MemoryPlan::kNone, best_gap = INT64_MAX, cursor = 0;
-  for (auto [lo, hi] : busy) {
-    if (lo - cursor >= bytes && lo - cursor < best_gap) {
-      best = cursor;
-      best_gap = lo - cursor;
-    }
-    cursor = std::max(cursor, hi);
-  }
+  int64_t busy_end = 0;
+  const int64_t best = best_fit(busy, bytes, busy_end);
   if (best != MemoryPlan::kNone) plan.workspaces.push_back({best, bytes, position, false});
   return best;
 }
