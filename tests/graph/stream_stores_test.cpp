@@ -5,26 +5,44 @@ namespace kiln::graph {
 namespace {
 using namespace testing;
 
-// conv -> BN -> relu -> conv -> loss, trained one SGD step on the two convolutions' weights.
-// `extra_reader` also adds the mean of the relu output to the loss (an elementwise reader).
-// Channels: 16; the relu output is [batch, 16, size, size] f32.
+// conv -> BN -> relu -> conv -> loss, trained one SGD step on the convolutions' weights and the
+// batch norms' parameters. `extra_reader` also adds the mean of the relu output r to the loss (an
+// elementwise reader). `residual`: a ResNet block instead, r -> conv -> BN -> add r -> relu -> conv
+// -> loss, where the second BN adds r back after the convolution has read it. `early_residual`:
+// that BN adds r but its convolution reads x, and another convolution reads r only after it.
+// Channels: 16; r is [batch, 16, size, size] f32.
 struct ConvBnConv {
   int64_t batch, size;
   bool extra_reader = false;
+  bool residual = false;
+  bool early_residual = false;
 
   std::vector<Tensor> params() const {
-    return clone_all({random_tensor({16, 3, 3, 3}, 1, -0.3f, 0.3f),
-                      random_tensor({16}, 2, 0.5f, 1.5f), random_tensor({16}, 3, -0.2f, 0.2f),
-                      random_tensor({8, 16, 3, 3}, 4, -0.2f, 0.2f)});
+    return clone_all(
+        {random_tensor({16, 3, 3, 3}, 1, -0.3f, 0.3f), random_tensor({16}, 2, 0.5f, 1.5f),
+         random_tensor({16}, 3, -0.2f, 0.2f), random_tensor({8, 16, 3, 3}, 4, -0.2f, 0.2f),
+         random_tensor({16, 16, 3, 3}, 6, -0.2f, 0.2f), random_tensor({16}, 7, 0.5f, 1.5f),
+         random_tensor({16}, 8, -0.2f, 0.2f), random_tensor({16, 3, 3, 3}, 9, -0.3f, 0.3f)});
   }
   LossFn loss() const {
-    const bool extra = extra_reader;
-    return [extra](const std::vector<Tensor>& p, const Tensor& x, const Tensor&) {
-      Tensor rm = Tensor::zeros({16}), rv = Tensor::ones({16});
-      Tensor c1 = ops::conv2d(x, p[0], Tensor(), {.padding = {1, 1}});
-      Tensor r = ops::relu(ops::batch_norm(c1, p[1], p[2], rm, rv, true, 0.9, 1e-5)[0]);
-      Tensor l = ops::mean(ops::square(ops::conv2d(r, p[3], Tensor(), {.padding = {1, 1}})));
-      return extra ? ops::add(l, ops::mean(r)) : l;
+    const ConvBnConv net = *this;
+    return [net](const std::vector<Tensor>& p, const Tensor& x, const Tensor&) {
+      const ops::Conv2dOptions same = {.padding = {1, 1}};
+      auto bn = [](const Tensor& t, const Tensor& gamma, const Tensor& beta) {
+        Tensor rm = Tensor::zeros({16}), rv = Tensor::ones({16});
+        return ops::batch_norm(t, gamma, beta, rm, rv, true, 0.9, 1e-5)[0];
+      };
+      Tensor r = ops::relu(bn(ops::conv2d(x, p[0], Tensor(), same), p[1], p[2]));
+      Tensor top = r;
+      if (net.residual || net.early_residual) {
+        Tensor c = ops::conv2d(net.residual ? r : x, net.residual ? p[4] : p[7], Tensor(), same);
+        top = ops::relu(ops::add(bn(c, p[5], p[6]), r));
+      }
+      Tensor l = ops::mean(ops::square(ops::conv2d(top, p[3], Tensor(), same)));
+      if (net.early_residual) {
+        l = ops::add(l, ops::mean(ops::square(ops::conv2d(r, p[3], Tensor(), same))));
+      }
+      return net.extra_reader ? ops::add(l, ops::mean(r)) : l;
     };
   }
 };
@@ -68,6 +86,23 @@ TEST(StreamStores, LeavesOutputsAnElementwiseOpReadsOrThatStayCached) {
   EXPECT_EQ(also_elementwise.streaming_stores, 0);
   StepResult small = train_one_step({.batch = 8, .size = 32}, true);  // 0.5 MiB
   EXPECT_EQ(small.streaming_stores, 0);
+}
+
+// r is read by the block's first convolution (and its backward), and added back by the block's
+// second batch norm after that convolution: streamed. The block's output is also read by the
+// fused backward for its relu mask: not streamed.
+TEST(StreamStores, MarksABlockInputThatABatchNormAddsBackAfterAConvolution) {
+  const ConvBnConv net{.batch = 16, .size = 32, .residual = true};
+  StepResult fused = train_one_step(net, true);
+  EXPECT_EQ(fused.streaming_stores, 1);
+  StepResult plain = train_one_step(net, false);
+  EXPECT_NEAR(fused.loss, plain.loss, 1e-5);
+  expect_all_close(fused.params, plain.params, 1e-6, 1e-5, "params after one step");
+}
+
+TEST(StreamStores, LeavesAResidualThatIsAddedBeforeAnyConvolutionReadsIt) {
+  StepResult early = train_one_step({.batch = 16, .size = 32, .early_residual = true}, true);
+  EXPECT_EQ(early.streaming_stores, 0);
 }
 
 }  // namespace
