@@ -33,6 +33,34 @@ TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::sum_to)), 0);
 }
 
+// Large enough that the kernel splits the work among threads, each way it can: the MLP's bias
+// gradient (one output row, the rows shared out, the chain's result also kept); a column sum
+// whose chain result lives only in per-thread chunks; rows longer than a chunk; and several
+// outer slices, one thread each, reduced chunk by chunk.
+TEST(FuseReductions, SplitAmongThreadsMatchesUnfused) {
+  GraphFn bias_gradient = [](const std::vector<Tensor>& in) {
+    Tensor t = ops::relu_grad(in[0], in[1]);
+    return std::vector<Tensor>{ops::sum_to(t, Shape{1024}), ops::matmul(t, in[2], true, false)};
+  };
+  Compiled c = expect_fused_matches(
+      bias_gradient,
+      {random_tensor({512, 1024}, 1), random_tensor({512, 1024}, 2), random_tensor({512, 4}, 3)},
+      1e-4, 1e-5);
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1);
+  GraphFn column_sum = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::exp(in[0]), {0})};
+  };
+  for (const Shape& shape : {Shape{2000, 700}, Shape{3, 40000}}) {
+    c = expect_fused_matches(column_sum, {random_tensor(shape, 4)}, 1e-4, 1e-5);
+    EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1) << shape.str();
+  }
+  GraphFn middle_sum = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::square(in[0]), {1})};
+  };
+  c = expect_fused_matches(middle_sum, {random_tensor({4, 2000, 40}, 5)}, 1e-4, 1e-5);
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1);
+}
+
 TEST(FuseReductions, ChannelsLastSpatialMean) {
   GraphFn fn = [](const std::vector<Tensor>& in) {
     Tensor y = ops::conv2d(in[0], in[1], Tensor(), {.padding = {1, 1}});  // channels-last

@@ -72,22 +72,16 @@ void FusedElementwise::run_flat(const float* const* inputs, const bool* scalar, 
   for (const Step& st : steps_) {
     for (int a = 0; a < st.num_args; ++a) num_inputs = std::max(num_inputs, st.args[a] + 1);
   }
-  const int64_t tiles = (n + ops::kTile - 1) / ops::kTile;
-#pragma omp parallel if (n > 32768)
-  {
-    alignas(64) float broadcast[8][ops::kTile];
+  alignas(64) float broadcast[8][ops::kTile];
+  for (int k = 0; k < num_inputs; ++k) {
+    if (scalar[k]) std::fill(broadcast[k], broadcast[k] + ops::kTile, inputs[k][0]);
+  }
+  const float* ptrs[8];
+  for (int64_t begin = 0; begin < n; begin += ops::kTile) {
     for (int k = 0; k < num_inputs; ++k) {
-      if (scalar[k]) std::fill(broadcast[k], broadcast[k] + ops::kTile, inputs[k][0]);
+      ptrs[k] = scalar[k] ? broadcast[k] : inputs[k] + offset + begin;
     }
-    const float* ptrs[8];
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t begin = t * ops::kTile, m = std::min(ops::kTile, n - begin);
-      for (int k = 0; k < num_inputs; ++k) {
-        ptrs[k] = scalar[k] ? broadcast[k] : inputs[k] + offset + begin;
-      }
-      eval_tile(ptrs, out + begin, m);
-    }
+    eval_tile(ptrs, out + begin, std::min(ops::kTile, n - begin));
   }
 }
 

@@ -16,7 +16,8 @@ class FusedElementwise {
   // writes element i only.
   void run(std::span<const Tensor> inputs, Tensor& out) const;
   // The chain over n elements at flat offset `offset` of f32 inputs that all share the output's
-  // memory order, except those flagged `scalar` (one element, broadcast). For fused reductions.
+  // memory order, except those flagged `scalar` (one element, broadcast), on the calling thread.
+  // For fused reductions, which split the work among the threads themselves.
   void run_flat(const float* const* inputs, const bool* scalar, int64_t offset, int64_t n,
                 float* out) const;
   // The chain on one tile of n <= kTile elements.

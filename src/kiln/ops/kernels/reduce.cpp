@@ -157,7 +157,7 @@ void column_block(ReduceKind kind, const float* x, int64_t rows, int64_t inner, 
 }  // namespace
 
 void reduce_f32(ReduceKind kind, const float* x, int64_t outer, int64_t reduced, int64_t inner,
-                float* out) {
+                float* out, bool use_threads) {
   if (outer == 0 || inner == 0) return;
   if (reduced == 0) {
     std::fill(out, out + outer * inner,
@@ -166,7 +166,7 @@ void reduce_f32(ReduceKind kind, const float* x, int64_t outer, int64_t reduced,
   }
   const int64_t total = outer * reduced * inner;
   const int threads = omp_get_max_threads();
-  const bool parallel = total > kParallelElements && threads > 1;
+  const bool parallel = use_threads && total > kParallelElements && threads > 1;
 
   if (inner == 1) {
     if (!parallel || outer >= threads) {

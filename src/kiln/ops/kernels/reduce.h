@@ -14,8 +14,10 @@ namespace kiln::ops {
 enum class ReduceKind { sum, max };
 
 // out[o, j] = reduce_r x[o, r, j]; x and out dense, row-major, f32. out may not alias x.
+// Large reductions split among the kernel threads unless `use_threads` is false (a caller that
+// already runs one part per thread).
 void reduce_f32(ReduceKind kind, const float* x, int64_t outer, int64_t reduced, int64_t inner,
-                float* out);
+                float* out, bool use_threads = true);
 
 // Reduces x (any dtype, any layout) over the dims flagged in `reduce`, multiplies by `scale`,
 // and writes out (row-major; numel = product of the kept dims, dtype converted).
