@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -43,10 +44,13 @@ class FusedReduction : public SpecialKernel {
                             geom_)) {
       throw Error(node_label(node) + ": reduction is not one pass over memory");
     }
-    for (const Tensor& t : in) {
-      if (t.dtype() != DType::f32) throw Error(node_label(node) + ": f32 inputs only");
-      scalar_.push_back(t.numel() == 1);
-      inputs_.push_back(t.data<float>());
+    if (in.size() > scalar_.size()) {
+      throw Error(node_label(node) + ": more than " + std::to_string(scalar_.size()) + " inputs");
+    }
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (in[k].dtype() != DType::f32) throw Error(node_label(node) + ": f32 inputs only");
+      scalar_[k] = in[k].numel() == 1;
+      inputs_.push_back(in[k].data<float>());
     }
     out_ = out[0].data<float>();
     if (out[0].numel() != geom_.outer * geom_.inner || !out[0].is_contiguous()) {
@@ -103,11 +107,9 @@ class FusedReduction : public SpecialKernel {
   // The chain's result over n elements at flat offset `begin`, computed on thread t: in the
   // chain's output buffer when other nodes read it, else in t's chunk.
   float* chain(int t, int64_t begin, int64_t n) {
-    bool scalar[8];
-    for (size_t k = 0; k < scalar_.size(); ++k) scalar[k] = scalar_[k];
     float* x = chain_out_ ? chain_out_ + begin
                           : chunks_.data() + size_t(t) * (chunks_.size() / size_t(threads_));
-    chain_.run_flat(inputs_.data(), scalar, begin, n, x);
+    chain_.run_flat(inputs_.data(), scalar_.data(), begin, n, x);
     return x;
   }
 
@@ -147,7 +149,7 @@ class FusedReduction : public SpecialKernel {
   bool mean_;
   ReductionGeometry geom_;
   std::vector<const float*> inputs_;
-  std::vector<bool> scalar_;
+  std::array<bool, 8> scalar_{};  // per input: one element, broadcast (the engine takes 8)
   float* out_ = nullptr;
   float* chain_out_ = nullptr;
   int threads_ = 1;
