@@ -23,21 +23,21 @@ namespace {
 
 constexpr int64_t kMinStreamBytes = int64_t(1) << 20;
 
+// A convolution's forward, plain or with a fused epilogue.
+bool is_convolution(const Node& node) {
+  return node.op == ops::OpKind::conv2d &&
+         (node.type == NodeType::op || node.type == NodeType::epilogue);
+}
+
 // Whether `user` reads y (an f32 bn_relu output) only as a convolution does, or not at all: the
 // fused backward given beta finds the relu mask from x instead of y (fuse_bn_relu.cpp), so its
 // edge from y reads nothing.
 bool reads_slowly_or_not_at_all(const Node& user, ValueId y) {
-  if (user.type == NodeType::epilogue) return user.op == ops::OpKind::conv2d;
+  if (is_convolution(user)) return true;
   if (user.type == NodeType::bn_relu_grad)
     return user.inputs.size() > 6 && user.inputs[1] == y && user.inputs[0] != y &&
            user.inputs[2] != y;
-  return user.type == NodeType::op &&
-         (user.op == ops::OpKind::conv2d || user.op == ops::OpKind::conv2d_backward_weights);
-}
-
-bool is_convolution(const Node& node) {
-  return node.op == ops::OpKind::conv2d &&
-         (node.type == NodeType::op || node.type == NodeType::epilogue);
+  return user.type == NodeType::op && user.op == ops::OpKind::conv2d_backward_weights;
 }
 
 // Whether `user` adds y as its residual (and reads it no other way) after a convolution has read
