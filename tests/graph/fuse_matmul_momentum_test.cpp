@@ -10,6 +10,10 @@ struct TrainedMlp {
   std::vector<float> losses;
   int fused_nodes = 0;
   int weight_shaped_values = 0;  // values some live node produces with a weight's shape
+  // The output layer's weight p2, in schedule order: its fused velocity, the last matmul that
+  // reads it (the backward's input gradient) and its parameter step (-1: not found).
+  int velocity_pos = -1, last_reader_pos = -1, step_pos = -1;
+  double step_weight_decay = -1;
 };
 
 // The two-layer perceptron of graph_test_util.h trained 3 steps with momentum SGD.
@@ -40,10 +44,23 @@ TrainedMlp train(bool fusion, double weight_decay, bool nesterov) {
   r.params = params;
   r.velocities = velocities;
   r.fused_nodes = count_nodes(exe.graph(), NodeType::fused_update);
-  for (NodeId n : exe.graph().schedule()) {
-    for (ValueId v : exe.graph().node(n).outputs) {
-      const Shape& shape = exe.graph().value(v).meta.shape;
+  const Graph& graph = exe.graph();
+  const std::vector<NodeId> order = graph.schedule();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Node& node = graph.node(order[i]);
+    for (ValueId v : node.outputs) {
+      const Shape& shape = graph.value(v).meta.shape;
       r.weight_shaped_values += shape == params[0].shape() || shape == params[2].shape();
+    }
+    auto is_p2 = [&](size_t k) {
+      return k < node.inputs.size() && node.inputs[k] != kNoValue &&
+             graph.value(node.inputs[k]).name == "p2";
+    };
+    if (node.type == NodeType::fused_update && is_p2(kFusedUpdateParam)) r.velocity_pos = int(i);
+    if (node.op == ops::OpKind::matmul && (is_p2(0) || is_p2(1))) r.last_reader_pos = int(i);
+    if (node.type == NodeType::op && node.op == ops::OpKind::sgd_update && is_p2(0)) {
+      r.step_pos = int(i);
+      r.step_weight_decay = node.attrs.weight_decay;
     }
   }
   return r;
@@ -63,7 +80,20 @@ TEST(FuseMatmulMomentum, BothWeightGradientsFuseAndTrainingMatches) {
     // The weight gradients are never materialized.
     EXPECT_EQ(plain.weight_shaped_values, 2);
     EXPECT_EQ(fused.weight_shaped_values, 0);
+    // The velocity has the weight decay; the parameter's step must not add it again.
+    EXPECT_EQ(fused.step_weight_decay, 0.0);
   }
+}
+
+// The velocity's matmul waits only for its operands; the parameter's step waits for the
+// backward's last read of the old weight, and runs right after it. One fused node had to wait
+// for both.
+TEST(FuseMatmulMomentum, VelocityRunsBeforeTheWeightsLastReaderAndTheStepAfterIt) {
+  TrainedMlp fused = train(true, 0.01, false);
+  ASSERT_GE(fused.velocity_pos, 0);
+  ASSERT_GE(fused.step_pos, 0);
+  EXPECT_LT(fused.velocity_pos, fused.last_reader_pos);
+  EXPECT_EQ(fused.step_pos, fused.last_reader_pos + 1);
 }
 
 // Nesterov needs the gradient itself after the velocity update: no fusion, same result.

@@ -122,7 +122,7 @@ std::shared_ptr<SpecialKernel> make_blocked_spatial_kernel(const Node& node,
                                                            std::span<const Tensor> outputs);
 
 // Per-type factories (one file each).
-// fused_update: inputs param, a, velocity, lr, b (kernels/epilogue.cpp).
+// fused_update: inputs param, a, velocity, b (kernels/epilogue.cpp).
 std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,
                                                            std::span<const Tensor> inputs,
                                                            std::span<const Tensor> outputs);

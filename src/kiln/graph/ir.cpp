@@ -258,11 +258,20 @@ std::string node_label(const Node& node) {
   return "?";
 }
 
-bool has_side_effects(const Node& node) {
-  if (node.type == NodeType::bn_relu) return node.attrs.training;
-  if (node.type != NodeType::op && node.type != NodeType::fused_update) return false;
-  return ops::op_def(node.op).mutated_inputs != 0;
+uint32_t mutated_inputs(const Node& node) {
+  switch (node.type) {
+    case NodeType::op:
+      return ops::op_def(node.op).mutated_inputs;
+    case NodeType::bn_relu:  // the running statistics, at batch_norm's positions
+      return node.attrs.training ? ops::op_def(node.op).mutated_inputs : 0;
+    case NodeType::fused_update:
+      return 1u << kFusedUpdateVelocity;
+    default:
+      return 0;
+  }
 }
+
+bool has_side_effects(const Node& node) { return mutated_inputs(node) != 0; }
 
 bool is_view(const Node& node) {
   return node.type == NodeType::op && ops::op_def(node.op).view != nullptr;

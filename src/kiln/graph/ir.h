@@ -57,7 +57,9 @@ enum class NodeType : uint8_t {
   bn_relu,            // batch_norm + [residual add +] relu (forward)
   bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
   bn_add_relu_grad,   // add + relu_grad + batch_norm_grad (backward, at a residual block's end)
-  fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`)
+  fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`):
+                      // inputs (p, a, v, b), writes v only; the parameter's step is a separate
+                      // sgd_update (passes/fuse_matmul_momentum.cpp)
   reorder,            // a 4-D activation between channels-last and oneDNN's blocked nChw16c
                       // (direction in attrs.nchw16c; passes/block_layout.cpp)
   pooled_conv_grad,   // max_pool2d_grad [+ relu_grad] + conv2d_backward_weights [+ _data] over
@@ -72,6 +74,11 @@ enum class NodeType : uint8_t {
                       // outputs (pooled, winners); pooled may be row-major where a flattening
                       // reshape reads it
 };
+
+// A fused_update node's inputs: the parameter (read for weight decay), the product's operands,
+// the velocity it writes.
+inline constexpr int kFusedUpdateParam = 0, kFusedUpdateA = 1, kFusedUpdateVelocity = 2,
+                     kFusedUpdateB = 3;
 
 struct Node {
   NodeType type = NodeType::op;
@@ -131,6 +138,9 @@ class Graph {
 
 // Display name of a node: the op's name, "fused[add,mul,relu]" for fused nodes.
 std::string node_label(const Node& node);
+// Bit k set: the node writes input k in place (an op's OpDef::mutated_inputs; a fused node's
+// are those of the member with the side effect).
+uint32_t mutated_inputs(const Node& node);
 // Whether the node writes one of its inputs in place (optimizer updates, BN running stats):
 // such nodes are never removed, merged, fused or moved.
 bool has_side_effects(const Node& node);

@@ -255,11 +255,15 @@ bool matrix_ok(const Tensor& t) {
 
 // fused[matmul,momentum_update]: v = μ·v + a·b in one matmul (sum post-op), then
 // v += wd·p and p -= lr·v in one pass — momentum_update's arithmetic with g = a·b never stored.
-class MatmulMomentum : public DnnlEpilogue {
+// v = μ·v + a·b + wd·p: the product lands in the velocity through the sum post-op. The
+// parameter's step, p -= lr·v, is a separate sgd_update (passes/fuse_matmul_momentum.cpp).
+class MatmulVelocity : public DnnlEpilogue {
  public:
-  MatmulMomentum(const Node& node, std::span<const Tensor> in)
-      : param_(in[0]), velocity_(in[2]), lr_(in[3]), weight_decay_(float(node.attrs.weight_decay)) {
-    const Tensor &a = in[1], &b = in[4];
+  MatmulVelocity(const Node& node, std::span<const Tensor> in)
+      : param_(in[kFusedUpdateParam]),
+        velocity_(in[kFusedUpdateVelocity]),
+        weight_decay_(float(node.attrs.weight_decay)) {
+    const Tensor &a = in[kFusedUpdateA], &b = in[kFusedUpdateB];
     if (!matrix_ok(a) || !matrix_ok(b) || !param_.is_contiguous() || !velocity_.is_contiguous() ||
         velocity_.shape() != param_.shape()) {
       throw Error(node_label(node) + ": operands " + describe(a) + ", " + describe(b) +
@@ -282,20 +286,17 @@ class MatmulMomentum : public DnnlEpilogue {
 
   void run(std::span<const Tensor> in, std::span<Tensor> out) override {
     DnnlEpilogue::run(in, out);
-    float* p = param_.data<float>();
+    if (weight_decay_ == 0.0f) return;
+    const float* p = param_.data<float>();
     float* v = velocity_.data<float>();
-    const float lr = lr_.item<float>(), wd = weight_decay_;
+    const float wd = weight_decay_;
     const int64_t n = param_.numel();
 #pragma omp parallel for simd schedule(static) if (n >= ops::optimizer::kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      const float vi = v[i] + wd * p[i];
-      v[i] = vi;
-      p[i] -= lr * vi;
-    }
+    for (int64_t i = 0; i < n; ++i) v[i] += wd * p[i];
   }
 
  private:
-  Tensor param_, velocity_, lr_;
+  Tensor param_, velocity_;
   float weight_decay_;
 };
 
@@ -338,7 +339,7 @@ std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
 std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,
                                                            std::span<const Tensor> inputs,
                                                            std::span<const Tensor>) {
-  return std::make_shared<MatmulMomentum>(node, inputs);
+  return std::make_shared<MatmulVelocity>(node, inputs);
 }
 
 }  // namespace kiln::graph

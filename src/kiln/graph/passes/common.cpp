@@ -12,8 +12,7 @@ std::vector<bool> mutated_values(const Graph& graph) {
   for (NodeId n : graph.schedule()) {
     const Node& node = graph.node(n);
     if (!has_side_effects(node)) continue;
-    // A fused node keeps the op (and input positions) of the member with the side effect.
-    const uint32_t bits = ops::op_def(node.op).mutated_inputs;
+    const uint32_t bits = mutated_inputs(node);
     for (size_t i = 0; i < node.inputs.size() && i < 32; ++i) {
       if ((bits >> i & 1u) && node.inputs[i] != kNoValue) out[size_t(node.inputs[i])] = true;
     }
