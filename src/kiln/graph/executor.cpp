@@ -128,8 +128,8 @@ std::string CompileReport::str() const {
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
     << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
     << fused_update << ", pool+conv grad " << fused_pooled_conv_grad << ", recording pools "
-    << recording_pools << ", streaming stores " << streaming_stores << ", blocked "
-    << blocked_values << " (reorders " << layout_reorders << "); arena "
+    << recording_pools << ", streaming stores " << streaming_stores << ", relu masks " << relu_masks
+    << ", blocked " << blocked_values << " (reorders " << layout_reorders << "); arena "
     << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
     << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
     << inplace_reuses << ", inputs read in place " << inputs_in_place << ", largest workspace "
@@ -217,6 +217,9 @@ Executable::Executable(Graph graph, const CompileOptions& options)
     }
   }
   if (options_.fusion) report_.streaming_stores = passes::mark_streaming_stores(graph_);
+  if (options_.fusion && options_.relu_masks) {
+    report_.relu_masks = passes::compact_relu_masks(graph_);
+  }
   graph_.verify();
   if (!options_.dump_dir.empty()) {
     dump(graph_, options_.dump_dir, options_.dump_name + "_1_compiled");

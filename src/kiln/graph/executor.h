@@ -34,6 +34,9 @@ struct CompileOptions {
   // Keep activations in oneDNN's blocked layout between the kernels that read it (with
   // fusion; passes/block_layout.cpp).
   bool block_layout = true;
+  // A relu output the backward reads last only for the relu's gradient is kept as a byte mask
+  // after its last other reader (with fusion; passes/compact_relu_masks.cpp).
+  bool relu_masks = true;
   // Every optimizer update runs after all other work instead of interleaved with backward, so
   // run_until_updates() can stop before any of them (loss scaling skips overflowed steps).
   // Costs memory: every gradient is alive at once, as in eager mode.
@@ -54,6 +57,7 @@ struct CompileReport {
       fused_update = 0, fused_pooled_conv_grad = 0;
   int recording_pools = 0;   // max pools that record their winners (conv_relu_pool, pool_winners)
   int streaming_stores = 0;  // batch-norm outputs written past the caches (stream_stores.cpp)
+  int relu_masks = 0;        // relu outputs kept as bytes (compact_relu_masks.cpp)
   int64_t arena_bytes = 0;   // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take

@@ -66,22 +66,31 @@ void FusedElementwise::run(std::span<const Tensor> inputs, Tensor& out) const {
   ops::pointwise_apply(inputs, out, body);
 }
 
-void FusedElementwise::run_flat(const float* const* inputs, const bool* scalar, int64_t offset,
-                                int64_t n, float* out) const {
-  int num_inputs = 0;
-  for (const Step& st : steps_) {
-    for (int a = 0; a < st.num_args; ++a) num_inputs = std::max(num_inputs, st.args[a] + 1);
-  }
-  alignas(64) float broadcast[8][ops::kTile];
-  for (int k = 0; k < num_inputs; ++k) {
-    if (scalar[k]) std::fill(broadcast[k], broadcast[k] + ops::kTile, inputs[k][0]);
+void FusedElementwise::run_flat(std::span<const FlatInput> inputs, int64_t offset, int64_t n,
+                                float* out) const {
+  if (inputs.size() > 8) throw Error("fused kernel: more than 8 inputs");
+  // Broadcast scalars and bytes widened to floats, one tile per input.
+  alignas(64) float staged[8][ops::kTile];
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].scalar) std::fill(staged[k], staged[k] + ops::kTile, inputs[k].f32[0]);
   }
   const float* ptrs[8];
   for (int64_t begin = 0; begin < n; begin += ops::kTile) {
-    for (int k = 0; k < num_inputs; ++k) {
-      ptrs[k] = scalar[k] ? broadcast[k] : inputs[k] + offset + begin;
+    const int64_t m = std::min(ops::kTile, n - begin);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const FlatInput& in = inputs[k];
+      if (in.scalar) {
+        ptrs[k] = staged[k];
+      } else if (in.u8) {
+        const uint8_t* bytes = in.u8 + offset + begin;
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) staged[k][i] = float(bytes[i]);
+        ptrs[k] = staged[k];
+      } else {
+        ptrs[k] = in.f32 + offset + begin;
+      }
     }
-    eval_tile(ptrs, out + begin, std::min(ops::kTile, n - begin));
+    eval_tile(ptrs, out + begin, m);
   }
 }
 

@@ -35,6 +35,8 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
       return make_conv_relu_pool_kernel(node, inputs, outputs);
     case NodeType::pool_winners:
       return make_pool_winners_kernel(node, inputs, outputs);
+    case NodeType::relu_mask:
+      return make_relu_mask_kernel(node, inputs, outputs);
     default:
       break;
   }

@@ -50,7 +50,8 @@ class WorkspaceCarver {
 };
 
 // Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
-// fused_reduction, fused_update, reorder, pooled_conv_grad, conv_relu_pool or pool_winners) over
+// fused_reduction, fused_update, reorder, pooled_conv_grad, conv_relu_pool, pool_winners or
+// relu_mask) over
 // the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
@@ -103,6 +104,10 @@ bool can_run_pooled_conv_grad(const Node& node, std::span<const Tensor> inputs,
 std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
                                                             std::span<const Tensor> inputs,
                                                             std::span<const Tensor> outputs);
+// relu_mask nodes: a relu output squeezed to the bytes its gradient reads (kernels/relu_mask.cpp).
+std::shared_ptr<SpecialKernel> make_relu_mask_kernel(const Node& node,
+                                                     std::span<const Tensor> inputs,
+                                                     std::span<const Tensor> outputs);
 // pool_winners nodes: the max pool that records the winners (kernels/pool_winners.cpp).
 std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
                                                         std::span<const Tensor> inputs,

@@ -254,6 +254,8 @@ std::string node_label(const Node& node) {
                                                    : "reorder[nChw16c->nhwc]";
     case NodeType::pool_winners:
       return "max_pool2d+winners";
+    case NodeType::relu_mask:
+      return "relu_mask";
   }
   return "?";
 }
@@ -271,7 +273,9 @@ uint32_t mutated_inputs(const Node& node) {
   }
 }
 
-bool has_side_effects(const Node& node) { return mutated_inputs(node) != 0; }
+bool has_side_effects(const Node& node) {
+  return mutated_inputs(node) != 0;
+}
 
 bool is_view(const Node& node) {
   return node.type == NodeType::op && ops::op_def(node.op).view != nullptr;

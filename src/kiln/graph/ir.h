@@ -73,6 +73,8 @@ enum class NodeType : uint8_t {
   pool_winners,       // 2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
                       // outputs (pooled, winners); pooled may be row-major where a flattening
                       // reshape reads it
+  relu_mask,          // u8 1 where the f32 input is > 0, else 0: what a later relu_grad reads of
+                      // a relu output that is otherwise dead (passes/compact_relu_masks.cpp)
 };
 
 // A fused_update node's inputs: the parameter (read for weight decay), the product's operands,

@@ -11,7 +11,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <string>
 
@@ -44,13 +43,18 @@ class FusedReduction : public SpecialKernel {
                             geom_)) {
       throw Error(node_label(node) + ": reduction is not one pass over memory");
     }
-    if (in.size() > scalar_.size()) {
-      throw Error(node_label(node) + ": more than " + std::to_string(scalar_.size()) + " inputs");
-    }
-    for (size_t k = 0; k < in.size(); ++k) {
-      if (in[k].dtype() != DType::f32) throw Error(node_label(node) + ": f32 inputs only");
-      scalar_[k] = in[k].numel() == 1;
-      inputs_.push_back(in[k].data<float>());
+    if (in.size() > 8) throw Error(node_label(node) + ": more than 8 inputs");
+    for (const Tensor& t : in) {
+      FlatInput input;
+      if (t.dtype() == DType::f32) {
+        input.f32 = t.data<float>();
+        input.scalar = t.numel() == 1;
+      } else if (t.dtype() == DType::u8 && t.is_contiguous()) {
+        input.u8 = static_cast<const uint8_t*>(t.raw_data());
+      } else {
+        throw Error(node_label(node) + ": input " + describe(t) + " is neither f32 nor a mask");
+      }
+      inputs_.push_back(input);
     }
     out_ = out[0].data<float>();
     if (out[0].numel() != geom_.outer * geom_.inner || !out[0].is_contiguous()) {
@@ -109,7 +113,7 @@ class FusedReduction : public SpecialKernel {
   float* chain(int t, int64_t begin, int64_t n) {
     float* x = chain_out_ ? chain_out_ + begin
                           : chunks_.data() + size_t(t) * (chunks_.size() / size_t(threads_));
-    chain_.run_flat(inputs_.data(), scalar_.data(), begin, n, x);
+    chain_.run_flat(inputs_, begin, n, x);
     return x;
   }
 
@@ -148,8 +152,7 @@ class FusedReduction : public SpecialKernel {
   FusedElementwise chain_;
   bool mean_;
   ReductionGeometry geom_;
-  std::vector<const float*> inputs_;
-  std::array<bool, 8> scalar_{};  // per input: one element, broadcast (the engine takes 8)
+  std::vector<FlatInput> inputs_;
   float* out_ = nullptr;
   float* chain_out_ = nullptr;
   int threads_ = 1;

@@ -55,6 +55,11 @@ void check_block_layout(const Graph& graph);
 // readers.
 int mark_streaming_stores(Graph& graph);
 
+// Gives a relu output that the backward reads last only to mask a gradient (in a fused
+// reduction) a byte mask, made right after its last other reader; the f32 output dies there.
+// Returns how many masks it adds. Runs last, on the final schedule (compact_relu_masks.cpp).
+int compact_relu_masks(Graph& graph);
+
 // Moves each optimizer update to just after its gradient (and the parameter's last earlier
 // reader), so gradients die early. Renumbers nodes (Graph::reorder).
 int schedule_updates_early(Graph& graph);
