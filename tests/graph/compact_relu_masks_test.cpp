@@ -1,6 +1,7 @@
 // The relu masks pass: a relu output the backward reads last only for the relu's gradient is
 // kept as bytes after its last other reader.
 #include "graph_test_util.h"
+#include "kiln/graph/dump.h"
 
 namespace kiln::graph {
 namespace {
@@ -11,6 +12,7 @@ struct Trained {
   std::vector<float> losses;
   int masks = 0;
   int64_t arena_bytes = 0;
+  std::string dot;  // the compiled graph
 };
 
 // The perceptron of graph_test_util.h, `hidden` wide, trained 3 steps with momentum SGD on a
@@ -42,6 +44,7 @@ Trained train(int64_t hidden, bool relu_masks) {
   r.params = params;
   r.masks = count_nodes(exe.graph(), NodeType::relu_mask);
   r.arena_bytes = exe.report().arena_bytes;
+  r.dot = to_dot(exe.graph(), "step");
   return r;
 }
 
@@ -59,6 +62,8 @@ TEST(CompactReluMasks, LargeActivationBecomesBytesWithBitIdenticalTraining) {
   // The activation (1 MiB) was alive with the input gradient (1 MiB); now its 0.25 MiB mask is,
   // and the peak moves to the weight gradient's matmul (the activation and its scratchpad).
   EXPECT_LT(masked.arena_bytes, plain.arena_bytes - (int64_t(1) << 20) / 4);
+  // The graph dump names the mask (a pass's node, not a fused kernel).
+  EXPECT_NE(masked.dot.find("label=\"relu_mask\""), std::string::npos) << masked.dot;
 }
 
 // A small activation is not worth a launch and a pass over it.

@@ -49,11 +49,12 @@ std::string to_dot(const Graph& g, const std::string& title) {
   };
   for (NodeId n : g.schedule()) {
     const Node& node = g.node(n);
-    const bool reorder = node.type == NodeType::reorder;
-    const bool fused = node.type != NodeType::op && !reorder;
+    // Nodes a pass adds that stand for no traced op: a layout reorder, a relu mask.
+    const bool added = node.type == NodeType::reorder || node.type == NodeType::relu_mask;
+    const bool fused = node.type != NodeType::op && !added;
     s << "  n" << n << " [shape=box, style=\"filled" << (fused ? ",bold" : "") << "\", fillcolor="
       << (fused                    ? "salmon"
-          : reorder                ? "palegreen"
+          : added                  ? "palegreen"
           : has_side_effects(node) ? "orange"
                                    : "white")
       << ", label=\"";
