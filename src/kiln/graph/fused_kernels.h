@@ -51,8 +51,7 @@ class WorkspaceCarver {
 
 // Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
 // fused_reduction, fused_update, reorder, pooled_conv_grad, conv_relu_pool, pool_winners or
-// relu_mask) over
-// the tensors it will be run with.
+// relu_mask) over the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 

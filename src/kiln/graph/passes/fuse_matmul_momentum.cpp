@@ -12,7 +12,7 @@
 // only waits for its operands, so the scheduler runs its matmul while the layer's activation and
 // gradient are the only large tensors alive, and the step waits for p's last reader. With one
 // node both had to wait, and the product's scratchpad met the input gradient (the MLP's plan:
-// 7.3 -> 6.0 MiB). Nesterov momentum needs g itself after the velocity update and is left alone;
+// 7.3 -> 6.25 MiB). Nesterov momentum needs g itself after the velocity update and is left alone;
 // so is a gradient anything else reads (loss scaling's unscale and overflow check, for one).
 #include "kiln/graph/passes/passes.h"
 
