@@ -8,7 +8,7 @@
 // The product accumulates straight into the velocity (oneDNN's sum post-op with scale μ), so the
 // gradient never exists as a buffer: for the MLP's 1024×1024 layer that is 4 MiB off the step's
 // peak memory, and a write and a read of it less. The parameter's step is a node of its own
-// because the backward still reads p (the next layer down's input gradient, x·W): the velocity
+// because the backward still reads p (for the layer's input gradient, dz·W): the velocity
 // only waits for its operands, so the scheduler runs its matmul while the layer's activation and
 // gradient are the only large tensors alive, and the step waits for p's last reader. With one
 // node both had to wait, and the product's scratchpad met the input gradient (the MLP's plan:
