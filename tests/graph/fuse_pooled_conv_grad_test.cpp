@@ -256,6 +256,37 @@ TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
   }
 }
 
+// At batch 64 the second layer's relu output is 400 KiB: oneDNN's convolution runs 32 images
+// at a time into the workspace and each half is pooled from there (conv_relu_pool), so the relu
+// output is never whole. The pooled maxima are those of the same convolution: bit for bit.
+TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce) {
+  EXPECT_EQ(conv_pool_chunk(64, 16 * 10 * 10 * 4), 32);
+  EXPECT_EQ(conv_pool_chunk(5, 16 * 10 * 10 * 4), 0) << "small enough whole";
+  EXPECT_EQ(conv_pool_chunk(67, 16 * 10 * 10 * 4), 0) << "no chunk of 16 or more images divides 67";
+  for (bool pooled_also_returned : {false, true}) {
+    std::vector<Tensor> in{channels_last(random_tensor({64, 6, 14, 14}, 41)),
+                           random_tensor({16, 6, 5, 5}, 42, -0.3f, 0.3f),
+                           random_tensor({16}, 43, -0.1f, 0.1f), random_tensor({64, 400}, 44)};
+    Compiled fused = expect_fused_matches(second_layer(pooled_also_returned), in, 1e-4, 1e-4);
+    const Graph& g = fused.exe->graph();
+    ASSERT_EQ(count_nodes(g, NodeType::conv_relu_pool), 1) << g.str();
+    EXPECT_EQ(count_nodes(g, NodeType::pool_winners), 0);
+    EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
+    for (NodeId id : g.schedule()) {
+      if (g.node(id).type != NodeType::conv_relu_pool) continue;
+      EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,
+                pooled_also_returned ? ops::Layout::channels_last : ops::Layout::contiguous);
+    }
+    Compiled plain = compile_and_run(second_layer(pooled_also_returned), in, {.fusion = false});
+    EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
+    if (pooled_also_returned) {
+      EXPECT_EQ(fused.outputs.back().to_vector<float>(), plain.outputs.back().to_vector<float>());
+    }
+    // The 400 KiB relu output is never in the arena.
+    EXPECT_LT(fused.exe->report().arena_bytes, plain.exe->report().arena_bytes);
+  }
+}
+
 // The kernel refuses tensors it cannot read at bind time with an error naming the node.
 TEST(FusePooledConvGrad, KernelRefusesUnsupportedOperands) {
   Node node;

@@ -1,6 +1,7 @@
 #include "kiln/graph/fused_kernels.h"
 
 #include "kiln/core/error.h"
+#include "kiln/ops/kernels/conv_single_channel.h"
 
 namespace kiln::graph {
 
@@ -32,7 +33,11 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
     case NodeType::pooled_conv_grad:
       return make_pooled_conv_grad_kernel(node, inputs, outputs);
     case NodeType::conv_relu_pool:
-      return make_conv_relu_pool_kernel(node, inputs, outputs);
+      if (inputs[0].dim(1) == 1 &&
+          ops::can_run_single_channel_conv(inputs[0], inputs[1].shape(), node.attrs)) {
+        return make_conv_relu_pool_kernel(node, inputs, outputs);
+      }
+      return make_chunked_conv_relu_pool_kernel(node, inputs, outputs);
     case NodeType::pool_winners:
       return make_pool_winners_kernel(node, inputs, outputs);
     case NodeType::relu_mask:

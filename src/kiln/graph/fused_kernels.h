@@ -5,6 +5,7 @@
 // created, workspace sized), then only run.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -86,8 +87,8 @@ bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> input
 std::shared_ptr<SpecialKernel> make_single_channel_conv_kernel(const Node& node,
                                                                std::span<const Tensor> inputs,
                                                                std::span<const Tensor> outputs);
-// conv_relu_pool nodes, on the same kernel with the 2×2/2 max pool done per thread on the rows
-// it has just computed (ops::single_channel_conv_relu_pool_forward).
+// conv_relu_pool nodes with one input channel, on the same kernel with the 2×2/2 max pool done
+// per thread on the rows it has just computed (ops::single_channel_conv_relu_pool_forward).
 std::shared_ptr<SpecialKernel> make_conv_relu_pool_kernel(const Node& node,
                                                           std::span<const Tensor> inputs,
                                                           std::span<const Tensor> outputs);
@@ -107,6 +108,21 @@ std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
 std::shared_ptr<SpecialKernel> make_relu_mask_kernel(const Node& node,
                                                      std::span<const Tensor> inputs,
                                                      std::span<const Tensor> outputs);
+// The 2×2/2 max pool of n channels-last f32 images [h, w, c] that records each window's winner
+// (u8, channels-last) for pooled_conv_grad; pooled is written channels-last or row-major (NCHW).
+// Threads split the images (kernels/pool_winners.cpp; AVX-512 builds only).
+void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                           float* pooled, bool pooled_row_major, uint8_t* winners);
+// How many images a conv_relu_pool node on oneDNN's convolution runs at a time, its output of
+// `out_bytes_per_image` each going through the workspace (and the pool) while in cache; 0 when
+// chunks do not pay (the whole output is small already, or a chunk would be too few images
+// for the convolution to run at full speed).
+int64_t conv_pool_chunk(int64_t batch, int64_t out_bytes_per_image);
+// conv_relu_pool with more than one input channel: oneDNN's convolution + relu, chunk by chunk,
+// each chunk pooled (kernels/epilogue.cpp).
+std::shared_ptr<SpecialKernel> make_chunked_conv_relu_pool_kernel(const Node& node,
+                                                                  std::span<const Tensor> inputs,
+                                                                  std::span<const Tensor> outputs);
 // pool_winners nodes: the max pool that records the winners (kernels/pool_winners.cpp).
 std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
                                                         std::span<const Tensor> inputs,

@@ -67,9 +67,10 @@ enum class NodeType : uint8_t {
                       // weight or kNoValue), outputs (dw, [db,] [dx]); attrs are the conv's with
                       // the pool window in `kernel` (passes/fuse_pooled_conv_grad.cpp); the
                       // pool input may be replaced by conv_relu_pool's winners
-  conv_relu_pool,     // conv2d + relu + 2×2/2 max_pool2d forward (one input channel): outputs
-                      // (pooled, winners: u8, the pool's choices for pooled_conv_grad), the
-                      // relu output never materialized; attrs are the conv's
+  conv_relu_pool,     // conv2d + relu + 2×2/2 max_pool2d forward: outputs (pooled, winners: u8,
+                      // the pool's choices for pooled_conv_grad), the relu output never whole
+                      // (one input channel: Kiln's kernel; more: oneDNN's in batch chunks);
+                      // attrs are the conv's; pooled may be row-major as for pool_winners
   pool_winners,       // 2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
                       // outputs (pooled, winners); pooled may be row-major where a flattening
                       // reshape reads it

@@ -42,44 +42,9 @@ class PoolWinners : public SpecialKernel {
       : x_(in[0]), pooled_(out[0]), winners_(out[1]) {}
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
-    const int64_t n = x_.dim(0), c = x_.dim(1), w = x_.dim(3);
-    const int64_t ph = pooled_.dim(2), pw = pooled_.dim(3);
-    // Where channel c of pooled pixel (py, px) goes: c + pixel * C (channels-last) or
-    // c * PH * PW + pixel (row-major).
-    const bool row_major = !is_dense_channels_last(pooled_);
-    const int64_t channel_stride = row_major ? ph * pw : 1, pixel_stride = row_major ? 1 : c;
-    const __m512i lane_offset =
-        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                           _mm512_set1_epi32(int32_t(channel_stride)));
-    const float* x = x_.data<float>();
-    float* pooled = pooled_.data<float>();
-    uint8_t* winners = winners_.data<uint8_t>();
-#pragma omp parallel for schedule(static) if (n > 1)
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t py = 0; py < ph; ++py) {
-        const float* top = x + ((i * x_.dim(2) + 2 * py) * w) * c;
-        const float* bottom = top + w * c;
-        for (int64_t px = 0; px < pw; ++px) {
-          const int64_t pixel = py * pw + px;
-          for (int64_t c0 = 0; c0 < c; c0 += kLanes) {
-            const __mmask16 m =
-                c - c0 >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1u);
-            const int64_t left = 2 * px * c + c0, right = left + c;
-            const ops::WindowMax wm = ops::window_max_2x2(
-                _mm512_maskz_loadu_ps(m, top + left), _mm512_maskz_loadu_ps(m, top + right),
-                _mm512_maskz_loadu_ps(m, bottom + left), _mm512_maskz_loadu_ps(m, bottom + right));
-            float* out = pooled + i * c * ph * pw + pixel * pixel_stride + c0 * channel_stride;
-            if (row_major) {
-              _mm512_mask_i32scatter_ps(out, m, lane_offset, wm.max, sizeof(float));
-            } else {
-              _mm512_mask_storeu_ps(out, m, wm.max);
-            }
-            _mm512_mask_cvtepi32_storeu_epi8(winners + (i * ph * pw + pixel) * c + c0, m,
-                                             ops::window_code(wm));
-          }
-        }
-      }
-    }
+    pool_2x2_with_winners(x_.data<float>(), x_.dim(0), x_.dim(1), x_.dim(2), x_.dim(3),
+                          pooled_.data<float>(), !is_dense_channels_last(pooled_),
+                          winners_.data<uint8_t>());
   }
 
  private:
@@ -87,6 +52,44 @@ class PoolWinners : public SpecialKernel {
 };
 
 }  // namespace
+
+void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                           float* pooled, bool pooled_row_major, uint8_t* winners) {
+  const int64_t ph = h / 2, pw = w / 2;
+  // Where channel c of pooled pixel (py, px) goes: c + pixel * C (channels-last) or
+  // c * PH * PW + pixel (row-major).
+  const int64_t channel_stride = pooled_row_major ? ph * pw : 1,
+                pixel_stride = pooled_row_major ? 1 : c;
+  const __m512i lane_offset =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(int32_t(channel_stride)));
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t py = 0; py < ph; ++py) {
+      const float* top = x + ((i * h + 2 * py) * w) * c;
+      const float* bottom = top + w * c;
+      for (int64_t px = 0; px < pw; ++px) {
+        const int64_t pixel = py * pw + px;
+        for (int64_t c0 = 0; c0 < c; c0 += kLanes) {
+          const __mmask16 m =
+              c - c0 >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1u);
+          const int64_t left = 2 * px * c + c0, right = left + c;
+          const ops::WindowMax wm = ops::window_max_2x2(
+              _mm512_maskz_loadu_ps(m, top + left), _mm512_maskz_loadu_ps(m, top + right),
+              _mm512_maskz_loadu_ps(m, bottom + left), _mm512_maskz_loadu_ps(m, bottom + right));
+          float* out = pooled + i * c * ph * pw + pixel * pixel_stride + c0 * channel_stride;
+          if (pooled_row_major) {
+            _mm512_mask_i32scatter_ps(out, m, lane_offset, wm.max, sizeof(float));
+          } else {
+            _mm512_mask_storeu_ps(out, m, wm.max);
+          }
+          _mm512_mask_cvtepi32_storeu_epi8(winners + (i * ph * pw + pixel) * c + c0, m,
+                                           ops::window_code(wm));
+        }
+      }
+    }
+  }
+}
 
 std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
                                                         std::span<const Tensor> inputs,
@@ -99,6 +102,11 @@ std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
 }
 
 #else  // no AVX-512: the pass never makes these nodes (pooled_conv_grad_fits() is false)
+
+void pool_2x2_with_winners(const float*, int64_t, int64_t, int64_t, int64_t, float*, bool,
+                           uint8_t*) {
+  throw Error("max_pool2d+winners: this build has no AVX-512 kernel for it");
+}
 
 std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node, std::span<const Tensor>,
                                                         std::span<const Tensor>) {

@@ -22,7 +22,10 @@
 //   p = max_pool2d(r)                      ... pooled_conv_grad(dyp, winners, x, ...)
 //
 // Each thread pools the rows it has just computed, r is never written, and the backward reads
-// one byte per pooled element (the winner and the relu mask) instead of r.
+// one byte per pooled element (the winner and the relu mask) instead of r. A convolution with
+// more input channels becomes the same node where r is large (LeNet's second layer, 400 KiB at
+// batch 64): oneDNN's convolution then runs on a chunk of the batch at a time, each chunk pooled
+// from the workspace (kernels/epilogue.cpp, conv_pool_chunk), so r is never whole either.
 //
 // Elsewhere (a convolution on oneDNN writes r), the pool alone records the winners:
 //
@@ -32,6 +35,7 @@
 // where a flattening reshape is p's only reader, p is given the row-major layout, so the
 // reshape no longer copies it into that order.
 #include <algorithm>
+#include <array>
 
 #include "kiln/graph/fused_kernels.h"
 #include "kiln/graph/passes/passes.h"
@@ -161,6 +165,35 @@ ValueId add_winners_value(Graph& graph, ValueId pooled) {
   return graph.add_value(winners, ValueKind::intermediate, "pool_winners");
 }
 
+// Where a flattening reshape is the pooled output's only reader (and it is no graph output),
+// p is written row-major, in the order the reshape reads it.
+void flatten_in_place(Graph& graph, const std::vector<std::vector<NodeId>>& users, ValueId pooled) {
+  const std::vector<NodeId>& readers = users[size_t(pooled)];
+  const Shape& ps = graph.value(pooled).meta.shape;
+  const std::vector<ValueId>& outputs = graph.outputs();
+  if (readers.size() == 1 && is_live_op(graph.node(readers[0]), OpKind::reshape) &&
+      std::find(outputs.begin(), outputs.end(), pooled) == outputs.end() &&
+      graph.value(graph.node(readers[0]).outputs[0]).meta.shape ==
+          Shape{ps[0], ps[1] * ps[2] * ps[3]}) {
+    graph.value(pooled).meta.layout = ops::Layout::contiguous;
+  }
+}
+
+// Whether oneDNN's convolution `conv` (its output r read by the pool only) runs in batch chunks
+// that each get pooled: channels-last f32 input, stride 1, no groups, and an output large enough
+// for chunks to pay.
+bool runs_in_chunks(const Graph& graph, const Node& conv, ValueId r) {
+  const ops::TensorMeta& x = graph.value(conv.inputs[0]).meta;
+  const ops::TensorMeta& w = graph.value(conv.inputs[1]).meta;
+  const Shape& rs = graph.value(r).meta.shape;
+  if (x.layout != ops::Layout::channels_last || w.layout != ops::Layout::contiguous ||
+      w.dtype != DType::f32 || !dense_as_meta(graph, conv.inputs[1]) || conv.attrs.groups != 1 ||
+      conv.attrs.stride != std::array<int64_t, 2>{1, 1} || rs.rank() != 4 || rs[0] == 0) {
+    return false;
+  }
+  return conv_pool_chunk(rs[0], rs.numel() / rs[0] * int64_t(sizeof(float))) > 0;
+}
+
 // The forward half, for the fused backward node `bn` (see the header).
 int fuse_forward(Graph& graph, NodeId bn) {
   const Node& back = graph.node(bn);
@@ -173,19 +206,21 @@ int fuse_forward(Graph& graph, NodeId bn) {
       conv.post_ops != std::vector<PostOp>{PostOp::relu} || conv.outputs.size() != 1) {
     return 0;
   }
-  const NodeId pool = only_pool_beside(graph, graph.users(), r, bn);
+  const std::vector<std::vector<NodeId>> users = graph.users();
+  const NodeId pool = only_pool_beside(graph, users, r, bn);
   if (pool < 0) return 0;
   const Value& xv = graph.value(conv.inputs[0]);
   const ValueId pooled = graph.node(pool).outputs[0];
   if (graph.value(pooled).meta.layout != ops::Layout::channels_last ||
-      xv.meta.dtype != DType::f32 || xv.meta.shape.rank() != 4 || xv.meta.shape[1] != 1 ||
+      xv.meta.dtype != DType::f32 || xv.meta.shape.rank() != 4 ||
       !dense_as_meta(graph, conv.inputs[0])) {
     return 0;
   }
-  if (!ops::single_channel_conv_fits(xv.meta.shape, graph.value(conv.inputs[1]).meta.shape,
-                                     conv.attrs)) {
-    return 0;
-  }
+  const bool single_channel =
+      xv.meta.shape[1] == 1 &&
+      ops::single_channel_conv_fits(xv.meta.shape, graph.value(conv.inputs[1]).meta.shape,
+                                    conv.attrs);
+  if (!single_channel && !runs_in_chunks(graph, conv, r)) return 0;
   const ValueId won = add_winners_value(graph, pooled);
   Node f;
   f.type = NodeType::conv_relu_pool;
@@ -201,6 +236,7 @@ int fuse_forward(Graph& graph, NodeId bn) {
   graph.node(pool).dead = true;
   graph.node(fn) = std::move(f);
   graph.node(bn).inputs[1] = won;
+  if (!single_channel) flatten_in_place(graph, users, pooled);
   return 1;
 }
 
@@ -224,16 +260,7 @@ int record_pool_winners(Graph& graph, NodeId bn) {
   graph.value(won).output_index = 1;
   graph.node(pool) = std::move(f);
   graph.node(bn).inputs[1] = won;
-  // A flattening reshape as the only reader: write p in the order it reads.
-  const std::vector<NodeId>& readers = users[size_t(pooled)];
-  const Shape& ps = graph.value(pooled).meta.shape;
-  const std::vector<ValueId>& outputs = graph.outputs();
-  if (readers.size() == 1 && is_live_op(graph.node(readers[0]), OpKind::reshape) &&
-      std::find(outputs.begin(), outputs.end(), pooled) == outputs.end() &&
-      graph.value(graph.node(readers[0]).outputs[0]).meta.shape ==
-          Shape{ps[0], ps[1] * ps[2] * ps[3]}) {
-    graph.value(pooled).meta.layout = ops::Layout::contiguous;
-  }
+  flatten_in_place(graph, users, pooled);
   return 1;
 }
 
