@@ -284,6 +284,13 @@ TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce)
     }
     // The 400 KiB relu output is never in the arena.
     EXPECT_LT(fused.exe->report().arena_bytes, plain.exe->report().arena_bytes);
+    // Each chunk's convolution output is in the workspace: the kernel writes it before it reads.
+    Compiled poisoned = compile_and_run(second_layer(pooled_also_returned), in,
+                                        {.fusion = true, .poison_workspaces = true});
+    for (size_t i = 0; i < fused.outputs.size(); ++i) {
+      EXPECT_EQ(poisoned.outputs[i].to_vector<float>(), fused.outputs[i].to_vector<float>())
+          << "output " << i;
+    }
   }
 }
 
