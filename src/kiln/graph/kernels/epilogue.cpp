@@ -206,8 +206,9 @@ class ConvEpilogue : public DnnlEpilogue {
 // conv2d + relu + 2×2/2 max pool with winners (NodeType::conv_relu_pool) for more than one input
 // channel: oneDNN's convolution runs on `chunk` images at a time into the workspace, and each
 // chunk is pooled from there while it is still in cache. The relu output is never whole: LeNet's
-// second layer (batch 64) held 400 KiB of it at its step's peak, and now holds 200 KiB. oneDNN
-// runs 32 images as fast as 64 (130 µs per 64 either way here; chunks of 8 took 140-150).
+// second layer (batch 64) held 400 KiB of it at its step's peak; a chunk of 32 images is 200 KiB
+// of workspace. oneDNN runs 32 images as fast as 64 (130 µs per 64 either way here; chunks of 8
+// took 140-150).
 class ChunkedConvReluPool : public DnnlEpilogue {
  public:
   ChunkedConvReluPool(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
@@ -337,9 +338,7 @@ bool matrix_ok(const Tensor& t) {
          (t.strides()[1] == 1 || t.strides()[0] == 1 || t.shape()[0] == 1 || t.shape()[1] == 1);
 }
 
-// fused[matmul,momentum_update]: v = μ·v + a·b in one matmul (sum post-op), then
-// v += wd·p and p -= lr·v in one pass — momentum_update's arithmetic with g = a·b never stored.
-// v = μ·v + a·b + wd·p: the product lands in the velocity through the sum post-op. The
+// fused[matmul,momentum_update]: v = μ·v + a·b + wd·p: the product lands in the velocity through the sum post-op. The
 // parameter's step, p -= lr·v, is a separate sgd_update (passes/fuse_matmul_momentum.cpp).
 class MatmulVelocity : public DnnlEpilogue {
  public:
