@@ -338,8 +338,9 @@ bool matrix_ok(const Tensor& t) {
          (t.strides()[1] == 1 || t.strides()[0] == 1 || t.shape()[0] == 1 || t.shape()[1] == 1);
 }
 
-// fused[matmul,momentum_update]: v = μ·v + a·b + wd·p: the product lands in the velocity through the sum post-op. The
-// parameter's step, p -= lr·v, is a separate sgd_update (passes/fuse_matmul_momentum.cpp).
+// fused[matmul,momentum_update]: v = μ·v + a·b + wd·p, the product landing in the velocity
+// through the sum post-op. The parameter's step, p -= lr·v, is a separate sgd_update
+// (passes/fuse_matmul_momentum.cpp).
 class MatmulVelocity : public DnnlEpilogue {
  public:
   MatmulVelocity(const Node& node, std::span<const Tensor> in)
