@@ -39,6 +39,22 @@ dnnl::primitive_attr post_op_attr(const Node& node, const Tensor* residual) {
   return attr;
 }
 
+// A training convolution's forward with the node's stride, dilation and padding.
+dnnl::convolution_forward::desc conv_forward_desc(const dnnl::memory::desc& src,
+                                                  const dnnl::memory::desc& weights,
+                                                  const dnnl::memory::desc* bias,
+                                                  const dnnl::memory::desc& dst,
+                                                  const ops::Attrs& a) {
+  const dims strides{a.stride[0], a.stride[1]}, dil{a.dilation[0] - 1, a.dilation[1] - 1},
+      pad{a.padding[0], a.padding[1]};
+  const auto prop = dnnl::prop_kind::forward_training;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  return bias ? dnnl::convolution_forward::desc(prop, alg, src, weights, *bias, dst, strides, dil,
+                                                pad, pad)
+              : dnnl::convolution_forward::desc(prop, alg, src, weights, dst, strides, dil, pad,
+                                                pad);
+}
+
 int residual_post_op_index(const Node& node) {
   for (size_t i = 0; i < node.post_ops.size(); ++i) {
     if (node.post_ops[i] == PostOp::add_residual) return int(i);
@@ -183,16 +199,9 @@ class ConvEpilogue : public DnnlEpilogue {
         g == 1 ? dnnl::memory::desc(to_dims(ws), type, tag::any)
                : dnnl::memory::desc({g, ws[0] / g, ws[1], ws[2], ws[3]}, type, tag::any);
     auto src = bind_channels_last_src(x), dst = desc_of(y, "conv2d");
-    dims strides{a.stride[0], a.stride[1]}, dil{a.dilation[0] - 1, a.dilation[1] - 1},
-        pad{a.padding[0], a.padding[1]};
     dnnl::memory::desc bmd;
     if (bias) bmd = desc_of(*bias, "conv2d");
-    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, src,
-                                                       any_w, bmd, dst, strides, dil, pad, pad)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, src,
-                                                       any_w, dst, strides, dil, pad, pad);
+    auto desc = conv_forward_desc(src, any_w, bias ? &bmd : nullptr, dst, a);
     auto pd = ops::dnnl_util::conv_forward_pd(desc, post_op_attr(node, residual), src, any_w);
     prim_ = dnnl::convolution_forward(pd);
     bind(DNNL_ARG_DST, dst, y);
@@ -237,13 +246,7 @@ class ChunkedConvReluPool : public DnnlEpilogue {
     dnnl::memory::desc user_w(to_dims(w.shape()), type, tag::oihw),
         any_w(to_dims(w.shape()), type, tag::any), bmd;
     if (bias) bmd = desc_of(*bias, "conv2d");
-    dims strides{1, 1}, dil{a.dilation[0] - 1, a.dilation[1] - 1}, pad{a.padding[0], a.padding[1]};
-    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, src,
-                                                       any_w, bmd, dst, strides, dil, pad, pad)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, src,
-                                                       any_w, dst, strides, dil, pad, pad);
+    auto desc = conv_forward_desc(src, any_w, bias ? &bmd : nullptr, dst, a);
     dnnl::primitive_attr attr = scratchpad_attr();
     dnnl::post_ops relu;
     relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
