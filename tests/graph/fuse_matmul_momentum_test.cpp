@@ -23,21 +23,9 @@ TrainedMlp train(bool fusion, double weight_decay, bool nesterov) {
   for (const Tensor& p : params) velocities.push_back(Tensor::zeros(p.shape()));
   Tensor x = random_tensor({16, 12}, 8), labels = random_labels(16, 5, 9);
   Tensor lr = Tensor::scalar(0.05);
-  Graph g;
-  {
-    Tracer tracer(g);
-    tracer.bind_state(numbered("p", params, numbered("v", velocities, {{"lr", lr}})));
-    Tensor tx = tracer.input(ops::meta_of(x), "x");
-    Tensor tl = tracer.input(ops::meta_of(labels), "labels");
-    Tensor loss = mlp_loss(params, tx, tl);
-    std::vector<Tensor> grads = gradients(tracer, loss, params);
-    for (size_t i = 0; i < params.size(); ++i) {
-      ops::momentum_update(params[i], grads[i], velocities[i], lr, 0.9, weight_decay, nesterov);
-    }
-    tracer.add_output(loss);
-    tracer.finish();
-  }
-  Executable exe(std::move(g), {.fusion = fusion});
+  Executable exe(
+      trace_momentum_step(mlp_loss, params, velocities, x, labels, lr, weight_decay, nesterov),
+      {.fusion = fusion});
   TrainedMlp r;
   for (int s = 0; s < 3; ++s)
     r.losses.push_back(exe.run(std::vector<Tensor>{x, labels})[0].item<float>());

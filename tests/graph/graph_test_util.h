@@ -90,6 +90,28 @@ inline Graph trace_step(const LossFn& f, std::vector<Tensor>& params, const Tens
   return g;
 }
 
+// As trace_step, with momentum SGD (μ = 0.9); the velocities and the lr are step state too.
+inline Graph trace_momentum_step(const LossFn& f, std::vector<Tensor>& params,
+                                 std::vector<Tensor>& velocities, const Tensor& x,
+                                 const Tensor& labels, const Tensor& lr, double weight_decay,
+                                 bool nesterov) {
+  Graph g;
+  {
+    Tracer tracer(g);
+    tracer.bind_state(numbered("p", params, numbered("v", velocities, {{"lr", lr}})));
+    Tensor tx = tracer.input(ops::meta_of(x), "x");
+    Tensor tl = tracer.input(ops::meta_of(labels), "labels");
+    Tensor loss = f(params, tx, tl);
+    std::vector<Tensor> grads = gradients(tracer, loss, params);
+    for (size_t i = 0; i < params.size(); ++i) {
+      ops::momentum_update(params[i], grads[i], velocities[i], lr, 0.9, weight_decay, nesterov);
+    }
+    tracer.add_output(loss);
+    tracer.finish();
+  }
+  return g;
+}
+
 inline void expect_all_close(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
                              double atol, double rtol, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
