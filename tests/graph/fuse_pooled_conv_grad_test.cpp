@@ -214,8 +214,8 @@ TEST(FusePooledConvGrad, ReluOutputWithAnotherReaderKeepsThePlainForward) {
   EXPECT_EQ(count_nodes(fused.exe->graph(), NodeType::pooled_conv_grad), 1);
 }
 
-// LeNet's second layer forward and backward: a oneDNN convolution writes r, so only the pool
-// records its winners; the flatten that reads the pooled output becomes a view of it.
+// LeNet's second layer forward and backward: a 5×5 convolution of x [N, 6, 14, 14] to 16
+// channels on oneDNN, relu, a 2×2 pool and a flatten.
 GraphFn second_layer(bool pooled_also_returned) {
   return [pooled_also_returned](const std::vector<Tensor>& in) {
     const Tensor &x = in[0], &w = in[1], &b = in[2], &dflat = in[3];
@@ -235,60 +235,67 @@ GraphFn second_layer(bool pooled_also_returned) {
   };
 }
 
+// x, w, b and the flattened output's gradient for a batch of n.
+std::vector<Tensor> second_layer_inputs(int64_t n, uint64_t seed) {
+  return {channels_last(random_tensor({n, 6, 14, 14}, seed)),
+          random_tensor({16, 6, 5, 5}, seed + 1, -0.3f, 0.3f),
+          random_tensor({16}, seed + 2, -0.1f, 0.1f), random_tensor({n, 400}, seed + 3)};
+}
+
+struct SecondLayerRun {
+  Compiled fused, plain;
+};
+
+// The second layer fused and not: the forward must become `forward` (recording the pool's
+// winners), the backward pooled_conv_grad, and the pooled output must be written row-major only
+// where the flatten is its one reader. The pooled maxima are those of the same convolution: bit
+// for bit.
+SecondLayerRun run_second_layer(const std::vector<Tensor>& in, bool pooled_also_returned,
+                                NodeType forward) {
+  SecondLayerRun r{expect_fused_matches(second_layer(pooled_also_returned), in, 1e-4, 1e-4),
+                   compile_and_run(second_layer(pooled_also_returned), in, {.fusion = false})};
+  const Graph& g = r.fused.exe->graph();
+  EXPECT_EQ(count_nodes(g, forward), 1) << g.str();
+  EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
+  EXPECT_EQ(r.fused.exe->report().recording_pools, 1);
+  for (NodeId id : g.schedule()) {
+    if (g.node(id).type != forward) continue;
+    EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,
+              pooled_also_returned ? ops::Layout::channels_last : ops::Layout::contiguous);
+  }
+  EXPECT_EQ(r.fused.outputs[0].to_vector<float>(), r.plain.outputs[0].to_vector<float>());
+  if (pooled_also_returned) {
+    EXPECT_EQ(r.fused.outputs.back().to_vector<float>(), r.plain.outputs.back().to_vector<float>());
+  }
+  return r;
+}
+
+// A oneDNN convolution writes r, and only the pool records the winners; the flatten that reads
+// the pooled output becomes a view of it.
 TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
   for (bool pooled_also_returned : {false, true}) {
-    std::vector<Tensor> in{channels_last(random_tensor({5, 6, 14, 14}, 31)),
-                           random_tensor({16, 6, 5, 5}, 32, -0.3f, 0.3f),
-                           random_tensor({16}, 33, -0.1f, 0.1f), random_tensor({5, 400}, 34)};
-    Compiled fused = expect_fused_matches(second_layer(pooled_also_returned), in, 1e-4, 1e-4);
-    const Graph& g = fused.exe->graph();
-    ASSERT_EQ(count_nodes(g, NodeType::pool_winners), 1) << g.str();
-    EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
-    EXPECT_EQ(fused.exe->report().recording_pools, 1);
-    for (NodeId id : g.schedule()) {
-      if (g.node(id).type != NodeType::pool_winners) continue;
-      // Row-major only where the flatten is the pooled output's one reader.
-      EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,
-                pooled_also_returned ? ops::Layout::channels_last : ops::Layout::contiguous);
-    }
-    Compiled plain = compile_and_run(second_layer(pooled_also_returned), in, {.fusion = false});
-    EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
+    run_second_layer(second_layer_inputs(5, 31), pooled_also_returned, NodeType::pool_winners);
   }
 }
 
 // At batch 64 the second layer's relu output is 400 KiB: oneDNN's convolution runs 32 images
 // at a time into the workspace and each half is pooled from there (conv_relu_pool), so the relu
-// output is never whole. The pooled maxima are those of the same convolution: bit for bit.
+// output is never whole.
 TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce) {
   EXPECT_EQ(conv_pool_chunk(64, 16 * 10 * 10 * 4), 32);
   EXPECT_EQ(conv_pool_chunk(5, 16 * 10 * 10 * 4), 0) << "small enough whole";
   EXPECT_EQ(conv_pool_chunk(67, 16 * 10 * 10 * 4), 0) << "no chunk of 16 or more images divides 67";
   for (bool pooled_also_returned : {false, true}) {
-    std::vector<Tensor> in{channels_last(random_tensor({64, 6, 14, 14}, 41)),
-                           random_tensor({16, 6, 5, 5}, 42, -0.3f, 0.3f),
-                           random_tensor({16}, 43, -0.1f, 0.1f), random_tensor({64, 400}, 44)};
-    Compiled fused = expect_fused_matches(second_layer(pooled_also_returned), in, 1e-4, 1e-4);
-    const Graph& g = fused.exe->graph();
-    ASSERT_EQ(count_nodes(g, NodeType::conv_relu_pool), 1) << g.str();
-    EXPECT_EQ(count_nodes(g, NodeType::pool_winners), 0);
-    EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
-    for (NodeId id : g.schedule()) {
-      if (g.node(id).type != NodeType::conv_relu_pool) continue;
-      EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,
-                pooled_also_returned ? ops::Layout::channels_last : ops::Layout::contiguous);
-    }
-    Compiled plain = compile_and_run(second_layer(pooled_also_returned), in, {.fusion = false});
-    EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
-    if (pooled_also_returned) {
-      EXPECT_EQ(fused.outputs.back().to_vector<float>(), plain.outputs.back().to_vector<float>());
-    }
+    const std::vector<Tensor> in = second_layer_inputs(64, 41);
+    SecondLayerRun r = run_second_layer(in, pooled_also_returned, NodeType::conv_relu_pool);
+    EXPECT_EQ(count_nodes(r.fused.exe->graph(), NodeType::pool_winners), 0);
     // The 400 KiB relu output is never in the arena.
-    EXPECT_LT(fused.exe->report().arena_bytes, plain.exe->report().arena_bytes);
+    EXPECT_LT(r.fused.exe->report().arena_bytes, r.plain.exe->report().arena_bytes);
     // Each chunk's convolution output is in the workspace: the kernel writes it before it reads.
     Compiled poisoned = compile_and_run(second_layer(pooled_also_returned), in,
                                         {.fusion = true, .poison_workspaces = true});
-    for (size_t i = 0; i < fused.outputs.size(); ++i) {
-      EXPECT_EQ(poisoned.outputs[i].to_vector<float>(), fused.outputs[i].to_vector<float>())
+    for (size_t i = 0; i < r.fused.outputs.size(); ++i) {
+      EXPECT_EQ(poisoned.outputs[i].to_vector<float>(), r.fused.outputs[i].to_vector<float>())
           << "output " << i;
     }
   }
