@@ -35,7 +35,7 @@ FusedElementwise::FusedElementwise(const std::vector<FusedStep>& chain) {
     }
     if (!def.tile)
       throw Error("fused kernel: op " + std::string(def.name) + " has no tile function");
-    if (s.args.size() > 8)
+    if (s.args.size() > kMaxInputs)
       throw Error("fused kernel: op " + std::string(def.name) + " has too many inputs");
     Step step{def.tile, s.attrs, int(s.args.size()), {}};
     for (size_t i = 0; i < s.args.size(); ++i) step.args[i] = s.args[i];
@@ -46,7 +46,7 @@ FusedElementwise::FusedElementwise(const std::vector<FusedStep>& chain) {
 void FusedElementwise::eval_tile(const float* const* in, float* o, int64_t n) const {
   const size_t last = steps_.size() - 1;
   float* temps = scratch(last);
-  const float* args[8];
+  const float* args[kMaxInputs];
   for (size_t s = 0; s <= last; ++s) {
     const Step& st = steps_[s];
     for (int a = 0; a < st.num_args; ++a) {
@@ -68,13 +68,13 @@ void FusedElementwise::run(std::span<const Tensor> inputs, Tensor& out) const {
 
 void FusedElementwise::run_flat(std::span<const FlatInput> inputs, int64_t offset, int64_t n,
                                 float* out) const {
-  if (inputs.size() > 8) throw Error("fused kernel: more than 8 inputs");
+  if (inputs.size() > kMaxInputs) throw Error("fused kernel: more than 8 inputs");
   // Broadcast scalars and bytes widened to floats, one tile per input.
-  alignas(64) float staged[8][ops::kTile];
+  alignas(64) float staged[kMaxInputs][ops::kTile];
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (inputs[k].scalar) std::fill(staged[k], staged[k] + ops::kTile, inputs[k].f32[0]);
   }
-  const float* ptrs[8];
+  const float* ptrs[kMaxInputs];
   for (int64_t begin = 0; begin < n; begin += ops::kTile) {
     const int64_t m = std::min(ops::kTile, n - begin);
     for (size_t k = 0; k < inputs.size(); ++k) {

@@ -20,13 +20,15 @@ struct FlatInput {
 
 class FusedElementwise {
  public:
+  // External inputs a chain may have, and arguments one of its ops may take.
+  static constexpr size_t kMaxInputs = 8;
   explicit FusedElementwise(const std::vector<FusedStep>& chain);
   // `out` may share memory with an input (the memory plan's in-place reuse): every op reads and
   // writes element i only.
   void run(std::span<const Tensor> inputs, Tensor& out) const;
   // The chain over n elements at flat offset `offset` of inputs that all share the output's
   // memory order (but scalars), on the calling thread. For fused reductions, which split the
-  // work among the threads themselves. At most 8 inputs.
+  // work among the threads themselves. At most kMaxInputs inputs.
   void run_flat(std::span<const FlatInput> inputs, int64_t offset, int64_t n, float* out) const;
   // The chain on one tile of n <= kTile elements.
   void eval_tile(const float* const* inputs, float* out, int64_t n) const;
@@ -37,7 +39,7 @@ class FusedElementwise {
     ops::TileFn fn;
     ops::Attrs attrs;
     int num_args;
-    int args[8];
+    int args[kMaxInputs];
   };
   std::vector<Step> steps_;
 };

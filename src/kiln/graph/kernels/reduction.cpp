@@ -43,7 +43,10 @@ class FusedReduction : public SpecialKernel {
                             geom_)) {
       throw Error(node_label(node) + ": reduction is not one pass over memory");
     }
-    if (in.size() > 8) throw Error(node_label(node) + ": more than 8 inputs");
+    if (in.size() > FusedElementwise::kMaxInputs) {
+      throw Error(node_label(node) + ": more than " + std::to_string(FusedElementwise::kMaxInputs) +
+                  " inputs");
+    }
     for (const Tensor& t : in) {
       FlatInput input;
       if (t.dtype() == DType::f32) {

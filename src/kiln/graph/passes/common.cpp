@@ -11,7 +11,6 @@ std::vector<bool> mutated_values(const Graph& graph) {
   std::vector<bool> out(graph.num_values());
   for (NodeId n : graph.schedule()) {
     const Node& node = graph.node(n);
-    if (!has_side_effects(node)) continue;
     const uint32_t bits = mutated_inputs(node);
     for (size_t i = 0; i < node.inputs.size() && i < 32; ++i) {
       if ((bits >> i & 1u) && node.inputs[i] != kNoValue) out[size_t(node.inputs[i])] = true;
