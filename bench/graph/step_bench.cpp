@@ -1,6 +1,6 @@
 // Training-step throughput of one model in one mode, for side-by-side runs:
 //   kiln_graph_step_bench <lenet|resnet20|mlp> <batch> <eager|graph> <fusion on|off> [steps]
-//                         [--amp-level O0|O1|O2|O3]
+//                         [--amp-level O0|O1|O2|O3] [--micro-batches N]
 // Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS,
 // and step RSS: how far the process's peak RSS rose above its RSS just before the first step
 // (model, parameters, optimizer state, data and libraries already resident, in both modes).
@@ -54,8 +54,10 @@ int main(int argc, char** argv) {
   bool fusion = std::string(argv[4]) == "on";
   int steps = argc > 5 && argv[5][0] != '-' ? std::atoi(argv[5]) : 30;
   amp::AmpConfig amp_config;
+  int micro_batches = 1;
   for (int i = 5; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--amp-level") amp_config.level = amp::parse_level(argv[i + 1]);
+    if (std::string(argv[i]) == "--micro-batches") micro_batches = std::atoi(argv[i + 1]);
   }
   set_seed(1);
   auto net = models::create(model);
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
 
   graph::CompileOptions options;
   options.fusion = fusion;
+  options.micro_batches = micro_batches;
   if (const char* dump_dir = std::getenv("KILN_DUMP_DIR")) options.dump_dir = dump_dir;
   train::CompiledTrainStep step(*net, loss, opt, options, amp_config);
   step.set_verbose(false);
@@ -114,15 +117,16 @@ int main(int argc, char** argv) {
   double compile_ms = graph_mode ? step.report().compile_ms + step.report().trace_ms : 0;
   int64_t arena = graph_mode ? step.report().arena_bytes : 0;
   std::printf(
-      "{\"model\":\"%s\",\"batch\":%lld,\"mode\":\"%s\",\"fusion\":%s,\"images_per_sec\":%.1f,"
+      "{\"model\":\"%s\",\"batch\":%lld,\"mode\":\"%s\",\"fusion\":%s,\"micro_batches\":%d,"
+      "\"images_per_sec\":%.1f,"
       "\"step_ms\":%.3f,\"cpu_ms_per_step\":%.3f,\"first_step_ms\":%.1f,\"compile_ms\":%.1f,\"plan_"
       "peak_mib\":%.2f,"
       "\"alloc_peak_mib\":%.2f,\"peak_rss_mib\":%.2f,\"step_rss_mib\":%.2f,\"loss_first\":%.4f,"
       "\"loss_last\":%.4f}\n",
       model.c_str(), (long long)batch, graph_mode ? "graph" : "eager", fusion ? "true" : "false",
-      double(batch) * steps / (ms / 1000.0), ms / steps, cpu_ms / steps, first_ms, compile_ms,
-      double(arena) / 1048576.0, double(st.peak_bytes) / 1048576.0, peak_rss,
-      peak_rss - rss_before_steps, first, last);
+      graph_mode ? micro_batches : 1, double(batch) * steps / (ms / 1000.0), ms / steps,
+      cpu_ms / steps, first_ms, compile_ms, double(arena) / 1048576.0,
+      double(st.peak_bytes) / 1048576.0, peak_rss, peak_rss - rss_before_steps, first, last);
   if (ops::hooks().on_kernel) {
     for (size_t k = 0; k < ops::kNumOps; ++k) {
       if (g_op_ns[k] > 0) {

@@ -90,6 +90,8 @@ TEST(TrainCommand, FlagsParse) {
                          "off",
                          "--dump-graph",
                          "/g",
+                         "--micro-batches",
+                         "2",
                          "--json"});
   EXPECT_EQ(c.model, "resnet20");
   EXPECT_EQ(c.epochs, 2);
@@ -110,6 +112,7 @@ TEST(TrainCommand, FlagsParse) {
   EXPECT_EQ(c.loss_scale, "fixed:1024");
   EXPECT_FALSE(c.keep_batchnorm_fp32);
   EXPECT_EQ(c.dump_graph, "/g");
+  EXPECT_EQ(c.micro_batches, 2);
 }
 
 TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {
@@ -239,6 +242,35 @@ TEST(TrainCommand, DumpGraphWritesTheStepBeforeAndAfterThePasses) {
   // Eager mode compiles nothing to dump: a clear error instead of an empty folder.
   c.mode = "eager";
   EXPECT_THROW(run_train(c, out), Error);
+}
+
+// --micro-batches reaches the compiled step (its log line says so) and the JSON summary; eager
+// mode has no compiled step to split: a clear error.
+TEST(TrainCommand, MicroBatchesRunInGraphModeOnly) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.steps = 3;
+  c.mode = "graph";
+  c.graph_kernel = true;
+  c.micro_batches = 2;
+  c.json = true;
+  c.threads = 2;
+  std::ostringstream out;
+  ::testing::internal::CaptureStderr();
+  run_train(c, out);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("compiled the training step in 2 micro-batches"), std::string::npos) << log;
+  std::string text = out.str();
+  nlohmann::json j = nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1));
+  EXPECT_EQ(j["micro_batches"], 2);
+  c.mode = "eager";
+  try {
+    run_train(c, out);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--micro-batches 2 needs --mode graph"), std::string::npos)
+        << e.what();
+  }
 }
 
 // fp16 O2 takes MindSpore's default dynamic loss scale (2^24): the first steps overflow fp16 and

@@ -112,6 +112,10 @@ void validate(const TrainConfig& c) {
   if (c.mode != "eager" && c.mode != "graph") {
     throw Error("kiln train: --mode must be eager or graph, got '" + c.mode + "'");
   }
+  if (c.micro_batches != 1 && (c.mode != "graph" || c.micro_batches < 1)) {
+    throw Error("kiln train: --micro-batches " + std::to_string(c.micro_batches) +
+                " needs --mode graph and a count of at least 1");
+  }
   if (!c.dump_graph.empty() && c.mode != "graph") {
     throw Error("kiln train: --dump-graph writes the compiled graph; it needs --mode graph");
   }
@@ -182,7 +186,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
   dataset::config::set_seed(c.seed);
   set_context({.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE,
                .enable_graph_kernel = c.graph_kernel,
-               .save_graphs_path = c.dump_graph});
+               .save_graphs_path = c.dump_graph,
+               .micro_batches = c.micro_batches});
 
   train::FashionMnistOptions data{.data_dir = c.data_dir,
                                   .usage = "train",
@@ -258,6 +263,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
     j["model"] = c.model;
     j["mode"] = c.mode;
     j["graph_kernel"] = c.graph_kernel;
+    j["micro_batches"] = c.micro_batches;
     j["optimizer"] = c.optimizer;
     j["amp_level"] = c.amp_level;
     j["amp_dtype"] = c.amp_dtype;
@@ -295,6 +301,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--mode", c->mode, "eager | graph")->check(CLI::IsMember({"eager", "graph"}));
   cmd->add_option("--graph-kernel", *graph_kernel, "on | off: graph-kernel fusion (graph mode)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--micro-batches", c->micro_batches,
+                  "Graph mode: run each batch as N slices, forward and backward one after "
+                  "another, with one update (less memory; not with BatchNorm; default 1)");
   cmd->add_option("--lr", c->lr, "Base learning rate (default: 0.05 momentum, 0.1 sgd, 1e-3 adam)");
   cmd->add_option("--optimizer", c->optimizer, "momentum | sgd | adam | adamw")
       ->check(CLI::IsMember({"momentum", "sgd", "adam", "adamw"}));

@@ -22,7 +22,8 @@ struct TrainConfig {
   int64_t batch_size = 64;
   std::string mode = "eager";  // eager | graph
   bool graph_kernel = false;
-  double lr = -1;  // -1: the optimizer's default (see default_lr)
+  int micro_batches = 1;  // graph mode: slices per step (Context::micro_batches)
+  double lr = -1;         // -1: the optimizer's default (see default_lr)
   std::string optimizer = "momentum";
   std::string schedule = "cosine";  // cosine (with warm-up) | constant
   std::string amp_level = "O0";

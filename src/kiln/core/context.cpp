@@ -1,5 +1,7 @@
 #include "kiln/core/context.h"
 
+#include <string>
+
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -14,6 +16,10 @@ void set_context(const Context& context) {
   if (context.device_target != "CPU") {
     throw Error("set_context: device_target '" + context.device_target +
                 "' is not available (Kiln runs on CPU)");
+  }
+  if (context.micro_batches < 1) {
+    throw Error("set_context: micro_batches is " + std::to_string(context.micro_batches) +
+                ", must be at least 1");
   }
   current() = context;
 }

@@ -154,10 +154,12 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
     }
   }
   if (options.fusion) {
+    // Before the epilogues: the sum of micro-batches' weight-gradient products would otherwise
+    // become one product with the other as its residual add, and the velocity could take neither.
+    report.fused_update += passes::fuse_matmul_momentum(graph);
     report.fused_bn_relu += passes::fuse_bn_relu(graph);
     report.fused_epilogue += passes::fuse_epilogues(graph);
     report.fused_pooled_conv_grad += passes::fuse_pooled_conv_grad(graph);
-    report.fused_update += passes::fuse_matmul_momentum(graph);
     report.fused_elementwise += passes::fuse_elementwise(graph);
     report.fused_reduction += passes::fuse_reductions(graph);
     report.dce_removed += passes::eliminate_dead_code(graph);

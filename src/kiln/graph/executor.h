@@ -41,6 +41,11 @@ struct CompileOptions {
   // run_until_updates() can stop before any of them (loss scaling skips overflowed steps).
   // Costs memory: every gradient is alive at once, as in eager mode.
   bool updates_last = false;
+  // The training step (train/compiled_step.h) traces its batch as this many equal slices, the
+  // forward and backward of each before the next, and one update from their summed gradients:
+  // the activations of one slice at a time, for some speed. A batch that does not split evenly
+  // runs whole.
+  int micro_batches = 1;
   std::string dump_dir;  // when set, the IR before and after the passes is written there
   std::string dump_name = "graph";
   std::shared_ptr<Arena> arena;  // shared with other graphs; null: a private one

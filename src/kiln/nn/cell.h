@@ -4,6 +4,7 @@
 // `construct`. The same construct runs eagerly, on the autograd tape, or traced by graph mode.
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,11 +61,17 @@ class Cell {
   std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
 };
 
+enum class Reduction { mean, sum, none };
+
 // A loss: construct(logits, labels) -> scalar (or per-sample with reduction "none").
 class LossCell {
  public:
   virtual ~LossCell() = default;
   virtual Tensor construct(const Tensor& logits, const Tensor& labels) = 0;
+  // How construct() combines the samples of a batch, where it is one of mean or sum over
+  // samples alone: a graph-mode step that runs its batch as micro-batches averages or adds
+  // their losses by it. nullopt (a loss that does not say): no micro-batches.
+  virtual std::optional<Reduction> batch_reduction() const { return std::nullopt; }
   Tensor operator()(const Tensor& logits, const Tensor& labels) {
     return construct(logits, labels);
   }

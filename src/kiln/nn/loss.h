@@ -5,7 +5,6 @@
 
 namespace kiln::nn {
 
-enum class Reduction { mean, sum, none };
 // "mean", "sum" or "none"; throws Error naming anything else.
 Reduction reduction_from_name(const std::string& name);
 
@@ -17,6 +16,7 @@ class SoftmaxCrossEntropyWithLogits : public LossCell {
   explicit SoftmaxCrossEntropyWithLogits(bool sparse = false,
                                          const std::string& reduction = "none");
   Tensor construct(const Tensor& logits, const Tensor& labels) override;
+  std::optional<Reduction> batch_reduction() const override { return reduction_; }
 
  private:
   bool sparse_;
@@ -28,6 +28,7 @@ class MSELoss : public LossCell {
  public:
   explicit MSELoss(const std::string& reduction = "mean");
   Tensor construct(const Tensor& logits, const Tensor& labels) override;
+  std::optional<Reduction> batch_reduction() const override { return reduction_; }
 
  private:
   Reduction reduction_;
@@ -38,6 +39,7 @@ class L1Loss : public LossCell {
  public:
   explicit L1Loss(const std::string& reduction = "mean");
   Tensor construct(const Tensor& logits, const Tensor& labels) override;
+  std::optional<Reduction> batch_reduction() const override { return reduction_; }
 
  private:
   Reduction reduction_;

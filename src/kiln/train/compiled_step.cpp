@@ -29,6 +29,7 @@ graph::CompileOptions options_from_context() {
   o.fusion = c.enable_graph_kernel;
   o.dump_dir = c.save_graphs_path;
   o.dump_name = "train_step";
+  o.micro_batches = c.micro_batches;
   return o;
 }
 
@@ -54,6 +55,7 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
                                               bool evaluation) {
   auto t0 = std::chrono::steady_clock::now();
   graph::Graph g;
+  int slices = 1;
   {
     graph::Tracer tracer(g);
     std::vector<nn::NamedTensor> state = net_.state_and_names();
@@ -73,27 +75,19 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     tracer.bind_state(state);
     Tensor x = tracer.input(ops::meta_of(images), "images");
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
-    Tensor logits, loss;
-    {
-      amp::AutocastScope autocast(amp_);
-      logits = net_(x);
-      loss = loss_(logits, y);
-    }
-    if (!loss.is_traced()) {
-      throw Error("graph mode: the loss does not depend on the input batch");
-    }
-    if (loss.numel() != 1) {
-      throw Error("graph mode: the loss is " + describe(loss) +
-                  ", not a scalar (use a loss with reduction \"mean\" or \"sum\")");
-    }
     if (evaluation) {
+      auto [logits, loss] = trace_forward(x, y);
       tracer.add_output(logits);
       tracer.add_output(loss);
-    } else if (!loss_scale_) {
-      opt_.apply(graph::gradients(tracer, loss, opt_.parameters()));
-      tracer.add_output(loss);
     } else {
-      trace_scaled_backward_and_update(tracer, loss);
+      slices = micro_batches_for(images);
+      auto [loss, grads] = trace_loss_and_gradients(tracer, x, y, slices);
+      if (!loss_scale_) {
+        opt_.apply(grads);
+        tracer.add_output(loss);
+      } else {
+        trace_scaled_update(tracer, loss, grads);
+      }
     }
     tracer.finish();
   }
@@ -112,8 +106,10 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     const char* what = evaluation       ? "compiled the evaluation forward"
                        : compiles_ == 0 ? "compiled the training step"
                                         : "input shapes changed, recompiled";
+    const std::string slices_str =
+        slices > 1 ? " in " + std::to_string(slices) + " micro-batches" : std::string();
     std::fprintf(
-        stderr, "kiln graph mode: %s%s for inputs %s: %s\n", what,
+        stderr, "kiln graph mode: %s%s%s for inputs %s: %s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
         shapes_str(images, labels).c_str(), exe->report().str().c_str());
   }
@@ -171,13 +167,93 @@ graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, 
   return *current.exe;
 }
 
-void CompiledTrainStep::trace_scaled_backward_and_update(graph::Tracer& tracer,
-                                                         const Tensor& loss) {
-  // The backward starts from the scale, cast to the loss's dtype as eager seeds it.
-  Tensor seed = scale_;
-  if (seed.dtype() != loss.dtype()) seed = ops::cast(seed, loss.dtype());
-  if (seed.shape() != loss.shape()) seed = ops::reshape(seed, loss.shape());
-  std::vector<Tensor> grads = graph::gradients(tracer, loss, opt_.parameters(), seed);
+std::pair<Tensor, Tensor> CompiledTrainStep::trace_forward(const Tensor& x, const Tensor& y) {
+  Tensor logits, loss;
+  {
+    amp::AutocastScope autocast(amp_);
+    logits = net_(x);
+    loss = loss_(logits, y);
+  }
+  if (!loss.is_traced()) {
+    throw Error("graph mode: the loss does not depend on the input batch");
+  }
+  if (loss.numel() != 1) {
+    throw Error("graph mode: the loss is " + describe(loss) +
+                ", not a scalar (use a loss with reduction \"mean\" or \"sum\")");
+  }
+  return {logits, loss};
+}
+
+int CompiledTrainStep::micro_batches_for(const Tensor& images) const {
+  const int k = options_.micro_batches;
+  if (k <= 1) return 1;
+  const std::optional<nn::Reduction> reduction = loss_.batch_reduction();
+  if (reduction != nn::Reduction::mean && reduction != nn::Reduction::sum) {
+    throw Error("graph mode: micro_batches = " + std::to_string(k) +
+                " needs a loss that is the mean or the sum over the batch's samples, and this "
+                "loss cell does not say it is (LossCell::batch_reduction)");
+  }
+  const int64_t n = images.rank() > 0 ? images.dim(0) : 0;
+  if (n < k || n % k != 0) {
+    if (verbose_) {
+      std::fprintf(stderr,
+                   "kiln graph mode: a batch of %lld does not split into %d equal micro-batches; "
+                   "it runs whole\n",
+                   static_cast<long long>(n), k);
+    }
+    return 1;
+  }
+  return k;
+}
+
+std::pair<Tensor, std::vector<Tensor>> CompiledTrainStep::trace_loss_and_gradients(
+    graph::Tracer& tracer, const Tensor& x, const Tensor& y, int slices) {
+  const std::vector<Tensor> params = opt_.parameters();
+  const int64_t size = x.dim(0) / slices;
+  Tensor total;
+  std::vector<Tensor> grads;
+  // Slice by slice, each one's backward traced right after its forward: the schedule follows
+  // the trace, so a slice's activations die before the next slice's forward makes its own.
+  for (int i = 0; i < slices; ++i) {
+    const Tensor xi = slices == 1 ? x : ops::slice(x, 0, i * size, (i + 1) * size);
+    const Tensor yi = slices == 1 ? y : ops::slice(y, 0, i * size, (i + 1) * size);
+    Tensor loss = trace_forward(xi, yi).second;
+    if (slices > 1 && loss_.batch_reduction() == nn::Reduction::mean) {
+      loss = ops::mul_scalar(loss, 1.0 / slices);
+    }
+    Tensor seed;
+    if (loss_scale_) {
+      // The backward starts from the scale, cast to the loss's dtype as eager seeds it.
+      seed = scale_;
+      if (seed.dtype() != loss.dtype()) seed = ops::cast(seed, loss.dtype());
+      if (seed.shape() != loss.shape()) seed = ops::reshape(seed, loss.shape());
+    }
+    std::vector<Tensor> slice_grads = graph::gradients(tracer, loss, params, seed);
+    if (i == 0) {
+      total = loss;
+      grads = std::move(slice_grads);
+      continue;
+    }
+    total = ops::add(total, loss);
+    for (size_t j = 0; j < grads.size(); ++j) grads[j] = ops::add(grads[j], slice_grads[j]);
+  }
+  if (slices > 1) check_samples_independent(tracer.graph(), slices);
+  return {total, grads};
+}
+
+void CompiledTrainStep::check_samples_independent(const graph::Graph& g, int slices) {
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const graph::Node& node = g.node(graph::NodeId(n));
+    if (node.op == ops::OpKind::batch_norm && node.attrs.training) {
+      throw Error("graph mode: micro_batches = " + std::to_string(slices) +
+                  " would change what BatchNorm computes in training (statistics of each "
+                  "slice, not of the batch); this network needs micro_batches = 1");
+    }
+  }
+}
+
+void CompiledTrainStep::trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
+                                            const std::vector<Tensor>& grads) {
   // The overflow flag: x*0 is 0 for every finite x and NaN for inf or NaN, so the sum is NaN
   // exactly when some scaled gradient element is not finite (what amp::has_overflow checks).
   // Each term is one read of a gradient (a fused reduction with fusion on).

@@ -69,7 +69,20 @@ class CompiledTrainStep {
   graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
   // The compiled graph of this kind for these inputs and the network's mode, compiling it once.
   graph::Executable& select(const std::vector<Tensor>& inputs, bool evaluation);
-  void trace_scaled_backward_and_update(graph::Tracer& tracer, const Tensor& loss);
+  // The network and loss on traced inputs, under the step's autocast: {logits, scalar loss}.
+  std::pair<Tensor, Tensor> trace_forward(const Tensor& x, const Tensor& y);
+  // CompileOptions::micro_batches for this batch: 1 where it does not split evenly.
+  int micro_batches_for(const Tensor& images) const;
+  // The batch's loss and the parameters' gradients (seeded with the loss scale, if any), traced
+  // as `slices` micro-batches.
+  std::pair<Tensor, std::vector<Tensor>> trace_loss_and_gradients(graph::Tracer& tracer,
+                                                                  const Tensor& x, const Tensor& y,
+                                                                  int slices);
+  // Throws if some op of the trace mixes the samples of a slice (BatchNorm in training).
+  static void check_samples_independent(const graph::Graph& g, int slices);
+  // Loss scaling: the overflow flag, the unscaled gradients' updates, and the outputs.
+  void trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
+                           const std::vector<Tensor>& grads);
 
   nn::Cell& net_;
   nn::LossCell& loss_;

@@ -73,8 +73,9 @@ bool is_pure(const Node& node);
 std::vector<bool> mutated_values(const Graph& graph);
 // Whether every element of a constant value equals `x` (false for non-constants).
 bool constant_equals(const Graph& graph, ValueId v, double x);
-// Whether the value's memory is dense in the layout its meta names (a transpose or slice view's
-// meta can say "contiguous" for strided memory; a reshape's output is always row-major).
+// Whether the value's memory is dense in the layout its meta names (a transpose view's meta, or
+// a slice's of anything but whole rows, can say "contiguous" for strided memory; a reshape's
+// output is always row-major).
 bool dense_as_meta(const Graph& graph, ValueId v);
 // Whether moving node `n` later, from schedule position `from` to `to`, crosses a node that
 // writes one of its inputs in place (`order`: the schedule).
