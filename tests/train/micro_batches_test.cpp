@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "kiln/autograd/tape.h"
 #include "kiln/core/context.h"
@@ -158,6 +159,34 @@ TEST(MicroBatches, SetContextRefusesZero) {
   Context c = get_context();
   c.micro_batches = 0;
   EXPECT_THROW(set_context(c), Error);
+}
+
+// The evaluation forward runs in slices too (else its arena would be the whole batch's): the
+// logits and loss of eager's forward, in a smaller arena than unsplit.
+TEST(MicroBatches, EvaluationRunsInSlicesWithEagersResults) {
+  auto evaluate = [](int micro_batches, Tensor& logits, Tensor& loss) {
+    Trainer t("mlp");
+    auto arena = std::make_shared<graph::Arena>();
+    CompiledTrainStep step(*t.net, t.loss, *t.opt,
+                           {.fusion = true, .micro_batches = micro_batches, .arena = arena});
+    step.set_verbose(false);
+    t.net->set_train(false);
+    std::tie(logits, loss) = step.evaluate(batch_images(256, 5), batch_labels(256, 6));
+    return arena->storage->bytes();
+  };
+  Trainer eager("mlp");
+  eager.net->set_train(false);
+  const Tensor x = batch_images(256, 5), y = batch_labels(256, 6);
+  const Tensor eager_logits = eager.net->construct(x);
+  const float eager_loss = eager.loss(eager_logits, y).item<float>();
+  Tensor whole_logits, whole_loss, logits, loss;
+  const int64_t whole = evaluate(1, whole_logits, whole_loss);
+  const int64_t halves = evaluate(2, logits, loss);
+  EXPECT_LT(double(halves), 0.6 * double(whole)) << whole << " vs " << halves << " bytes";
+  EXPECT_NEAR(loss.item<float>(), eager_loss, 1e-5 * std::max(1.f, std::abs(eager_loss)));
+  ASSERT_EQ(logits.shape(), eager_logits.shape());
+  std::vector<float> a = eager_logits.to_vector<float>(), b = logits.to_vector<float>();
+  for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(b[k], a[k], 1e-4 + 1e-4 * std::abs(a[k])) << k;
 }
 
 // A batch that does not split evenly (an epoch's last) runs whole, and still trains right.

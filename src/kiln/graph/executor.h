@@ -43,8 +43,8 @@ struct CompileOptions {
   bool updates_last = false;
   // The training step (train/compiled_step.h) traces its batch as this many equal slices, the
   // forward and backward of each before the next, and one update from their summed gradients:
-  // the activations of one slice at a time, for some speed. A batch that does not split evenly
-  // runs whole.
+  // the activations of one slice at a time, for some speed (its evaluation forward too, slice by
+  // slice). A batch that does not split evenly runs whole.
   int micro_batches = 1;
   std::string dump_dir;  // when set, the IR before and after the passes is written there
   std::string dump_name = "graph";

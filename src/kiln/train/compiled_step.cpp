@@ -75,12 +75,19 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     tracer.bind_state(state);
     Tensor x = tracer.input(ops::meta_of(images), "images");
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
+    slices = micro_batches_for(images);
     if (evaluation) {
-      auto [logits, loss] = trace_forward(x, y);
-      tracer.add_output(logits);
+      std::vector<Tensor> logits;
+      Tensor loss;
+      for (int i = 0; i < slices; ++i) {
+        auto [slice_logits, slice_loss] = trace_slice(x, y, i, slices);
+        logits.push_back(slice_logits);
+        loss = i == 0 ? slice_loss : ops::add(loss, slice_loss);
+      }
+      if (slices > 1) check_samples_independent(tracer.graph(), slices);
+      tracer.add_output(slices == 1 ? logits[0] : ops::concat(logits, 0));
       tracer.add_output(loss);
     } else {
-      slices = micro_batches_for(images);
       auto [loss, grads] = trace_loss_and_gradients(tracer, x, y, slices);
       if (!loss_scale_) {
         opt_.apply(grads);
@@ -167,12 +174,16 @@ graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, 
   return *current.exe;
 }
 
-std::pair<Tensor, Tensor> CompiledTrainStep::trace_forward(const Tensor& x, const Tensor& y) {
+std::pair<Tensor, Tensor> CompiledTrainStep::trace_slice(const Tensor& x, const Tensor& y, int i,
+                                                         int slices) {
+  const int64_t size = x.dim(0) / slices;
+  const Tensor xi = slices == 1 ? x : ops::slice(x, 0, i * size, (i + 1) * size);
+  const Tensor yi = slices == 1 ? y : ops::slice(y, 0, i * size, (i + 1) * size);
   Tensor logits, loss;
   {
     amp::AutocastScope autocast(amp_);
-    logits = net_(x);
-    loss = loss_(logits, y);
+    logits = net_(xi);
+    loss = loss_(logits, yi);
   }
   if (!loss.is_traced()) {
     throw Error("graph mode: the loss does not depend on the input batch");
@@ -180,6 +191,9 @@ std::pair<Tensor, Tensor> CompiledTrainStep::trace_forward(const Tensor& x, cons
   if (loss.numel() != 1) {
     throw Error("graph mode: the loss is " + describe(loss) +
                 ", not a scalar (use a loss with reduction \"mean\" or \"sum\")");
+  }
+  if (slices > 1 && loss_.batch_reduction() == nn::Reduction::mean) {
+    loss = ops::mul_scalar(loss, 1.0 / slices);
   }
   return {logits, loss};
 }
@@ -209,18 +223,12 @@ int CompiledTrainStep::micro_batches_for(const Tensor& images) const {
 std::pair<Tensor, std::vector<Tensor>> CompiledTrainStep::trace_loss_and_gradients(
     graph::Tracer& tracer, const Tensor& x, const Tensor& y, int slices) {
   const std::vector<Tensor> params = opt_.parameters();
-  const int64_t size = x.dim(0) / slices;
   Tensor total;
   std::vector<Tensor> grads;
   // Slice by slice, each one's backward traced right after its forward: the schedule follows
   // the trace, so a slice's activations die before the next slice's forward makes its own.
   for (int i = 0; i < slices; ++i) {
-    const Tensor xi = slices == 1 ? x : ops::slice(x, 0, i * size, (i + 1) * size);
-    const Tensor yi = slices == 1 ? y : ops::slice(y, 0, i * size, (i + 1) * size);
-    Tensor loss = trace_forward(xi, yi).second;
-    if (slices > 1 && loss_.batch_reduction() == nn::Reduction::mean) {
-      loss = ops::mul_scalar(loss, 1.0 / slices);
-    }
+    const Tensor loss = trace_slice(x, y, i, slices).second;
     Tensor seed;
     if (loss_scale_) {
       // The backward starts from the scale, cast to the loss's dtype as eager seeds it.

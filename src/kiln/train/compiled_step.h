@@ -49,7 +49,8 @@ class CompiledTrainStep {
   Tensor run(const Tensor& images, const Tensor& labels);
   // Forward and loss only, for evaluation: the network in its current mode (eval, under
   // Model::eval), no gradients or updates. Compiled once per input shape into the training step's
-  // arena, so evaluating in graph mode adds no memory of its own. Returns {logits, loss}.
+  // arena, so evaluating in graph mode adds no memory of its own. Returns {logits, loss}. With
+  // micro-batches the forward runs slice by slice as well, so its arena stays the step's size.
   std::pair<Tensor, Tensor> evaluate(const Tensor& images, const Tensor& labels);
 
   // Whether the last run's update was skipped because its scaled gradients overflowed.
@@ -69,8 +70,10 @@ class CompiledTrainStep {
   graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
   // The compiled graph of this kind for these inputs and the network's mode, compiling it once.
   graph::Executable& select(const std::vector<Tensor>& inputs, bool evaluation);
-  // The network and loss on traced inputs, under the step's autocast: {logits, scalar loss}.
-  std::pair<Tensor, Tensor> trace_forward(const Tensor& x, const Tensor& y);
+  // Slice i of `slices` equal slices of the traced batch through the network and the loss, under
+  // the step's autocast: {logits, scalar loss}, the loss weighted so that the slices' losses add
+  // up to the batch's.
+  std::pair<Tensor, Tensor> trace_slice(const Tensor& x, const Tensor& y, int i, int slices);
   // CompileOptions::micro_batches for this batch: 1 where it does not split evenly.
   int micro_batches_for(const Tensor& images) const;
   // The batch's loss and the parameters' gradients (seeded with the loss scale, if any), traced
@@ -78,7 +81,7 @@ class CompiledTrainStep {
   std::pair<Tensor, std::vector<Tensor>> trace_loss_and_gradients(graph::Tracer& tracer,
                                                                   const Tensor& x, const Tensor& y,
                                                                   int slices);
-  // Throws if some op of the trace mixes the samples of a slice (BatchNorm in training).
+  // Throws if some op of the trace mixes the samples of the batch (BatchNorm in training).
   static void check_samples_independent(const graph::Graph& g, int slices);
   // Loss scaling: the overflow flag, the unscaled gradients' updates, and the outputs.
   void trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
