@@ -92,6 +92,15 @@ TEST(MicroBatches, MlpTrainsLikeEagerOnTheWholeBatch) {
   }
 }
 
+// LeNet's fused convolution kernels (conv + relu + pool, the pooled conv's gradient) on slices,
+// which are views into the batch at an offset.
+TEST(MicroBatches, LeNetTrainsLikeEagerOnTheWholeBatch) {
+  for (bool fusion : {false, true}) {
+    SCOPED_TRACE(fusion ? "fused" : "unfused");
+    expect_matches_eager("lenet", 2, fusion, 64);
+  }
+}
+
 TEST(MicroBatches, FourSlicesWithAdamTrainLikeEager) {
   expect_matches_eager("mlp", 4, true, 16, /*adam=*/true);
 }
