@@ -44,7 +44,8 @@ struct CompileOptions {
   // The training step (train/compiled_step.h) traces its batch as this many equal slices, the
   // forward and backward of each before the next, and one update from their summed gradients:
   // the activations of one slice at a time, for some speed (its evaluation forward too, slice by
-  // slice). A batch that does not split evenly runs whole.
+  // slice). A batch that does not split evenly runs whole. The network must compute each sample
+  // on its own: BatchNorm in training, which does not, is refused.
   int micro_batches = 1;
   std::string dump_dir;  // when set, the IR before and after the passes is written there
   std::string dump_name = "graph";
