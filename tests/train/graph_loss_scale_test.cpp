@@ -22,6 +22,7 @@ namespace {
 
 using testing::batch_images;
 using testing::batch_labels;
+using testing::worst_difference;
 
 graph::CompileOptions fused() {
   graph::CompileOptions o;
@@ -78,21 +79,6 @@ struct Trainer {
     return s;
   }
 };
-
-// Largest relative difference between two states (as compiled_step_test measures it).
-double worst_difference(const std::vector<std::vector<float>>& a,
-                        const std::vector<std::vector<float>>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].size(), b[i].size());
-    for (size_t k = 0; k < a[i].size() && k < b[i].size(); ++k) {
-      worst = std::max(
-          worst, std::abs(double(a[i][k]) - double(b[i][k])) / (1e-3 + std::abs(double(a[i][k]))));
-    }
-  }
-  return worst;
-}
 
 struct Case {
   std::string model;

@@ -67,17 +67,12 @@ graph::CompileReport expect_matches_eager(const std::string& model, int micro_ba
     EXPECT_NEAR(step.run(x, y).item<float>(), le, 1e-5 * std::max(1.f, std::abs(le)))
         << "step " << s;
   }
-  auto se = eager.net->state_and_names(), sg = graph.net->state_and_names();
-  EXPECT_EQ(se.size(), sg.size());
-  for (size_t i = 0; i < se.size() && i < sg.size(); ++i) {
-    std::vector<float> a = se[i].second.to_vector<float>(), b = sg[i].second.to_vector<float>();
-    EXPECT_EQ(a.size(), b.size());
-    double worst = 0;
-    for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-      worst = std::max(worst, std::abs(double(a[k]) - double(b[k])) / (1e-3 + std::abs(a[k])));
-    }
-    EXPECT_LT(worst, 1e-3) << model << " " << se[i].first;
-  }
+  auto values = [](nn::Cell& net) {
+    std::vector<std::vector<float>> v;
+    for (auto& [name, t] : net.state_and_names()) v.push_back(t.to_vector<float>());
+    return v;
+  };
+  EXPECT_LT(testing::worst_difference(values(*eager.net), values(*graph.net)), 1e-3) << model;
   return step.report();
 }
 

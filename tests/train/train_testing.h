@@ -1,9 +1,14 @@
 #pragma once
 // Small synthetic data sets and helpers for the train tests.
+#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "kiln/core/random.h"
 #include "kiln/data/dataset.h"
@@ -63,6 +68,22 @@ class LossRecorder : public Callback {
   std::vector<int64_t> steps, sinks;
   int epochs = 0;
 };
+
+// Largest relative difference |a − b| / (1e-3 + |a|) between two states (tensors as raw floats),
+// as the graph-vs-eager tests measure agreement.
+inline double worst_difference(const std::vector<std::vector<float>>& a,
+                               const std::vector<std::vector<float>>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].size(), b[i].size());
+    for (size_t k = 0; k < a[i].size() && k < b[i].size(); ++k) {
+      worst = std::max(
+          worst, std::abs(double(a[i][k]) - double(b[i][k])) / (1e-3 + std::abs(double(a[i][k]))));
+    }
+  }
+  return worst;
+}
 
 inline std::string temp_dir(const std::string& name) {
   namespace fs = std::filesystem;
