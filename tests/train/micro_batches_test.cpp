@@ -52,7 +52,7 @@ struct Trainer {
   }
 };
 
-// Trains `steps` steps of `batch` in eager and in graph mode with `micro_batches`, and checks
+// Trains 3 steps of `batch` in eager and in graph mode with `micro_batches`, and checks
 // that losses and parameters agree. Returns the graph step's report.
 graph::CompileReport expect_matches_eager(const std::string& model, int micro_batches, bool fusion,
                                           int64_t batch, bool adam = false) {
