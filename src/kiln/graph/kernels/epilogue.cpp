@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/dnnl/context.h"
 #include "kiln/ops/optimizer/common.h"
 
@@ -67,7 +69,7 @@ class DnnlEpilogue : public SpecialKernel {
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     dnnl::stream& s = stream();
     if (has_src_reorder_) src_reorder_.execute(s, src_reorder_args_);
-    if (has_reorder_) reorder_.execute(s, reorder_args_);
+    stage_weights(s);
     prim_.execute(s, args_);
   }
 
@@ -114,12 +116,21 @@ class DnnlEpilogue : public SpecialKernel {
       return;
     }
     has_reorder_ = true;
-    dnnl::memory from = over(user, w);
     staged_weights_ = dnnl::memory(wanted, engine(), DNNL_MEMORY_NONE);
-    dnnl::reorder::primitive_desc rpd(engine(), user, engine(), wanted);
-    reorder_ = dnnl::reorder(rpd);
-    reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, staged_weights_}};
     args_[DNNL_ARG_WEIGHTS] = staged_weights_;
+    weights_ = w;
+    weight_copy_ = BlockedCopy::between(user, wanted);
+    if (weight_copy_) return;
+    dnnl::memory from = over(user, w);
+    reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), wanted));
+    reorder_args_ = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, staged_weights_}};
+  }
+  void stage_weights(dnnl::stream& s) {
+    if (weight_copy_) {
+      weight_copy_->to_blocked(weights_.raw_data(), staged_weights_.get_data_handle());
+    } else if (has_reorder_) {
+      reorder_.execute(s, reorder_args_);
+    }
   }
   void bind_residual(const Node& node, const Tensor* residual) {
     int idx = residual_post_op_index(node);
@@ -161,6 +172,8 @@ class DnnlEpilogue : public SpecialKernel {
   dnnl::primitive reorder_;
   std::unordered_map<int, dnnl::memory> reorder_args_;
   dnnl::memory staged_weights_;
+  Tensor weights_;
+  std::optional<BlockedCopy> weight_copy_;  // else reorder_ (a conversion between dtypes)
   // A result that passes through the workspace on its way to the outputs (ChunkedConvReluPool).
   bool has_staged_dst_ = false;
   dnnl::memory staged_dst_;
@@ -266,7 +279,7 @@ class ChunkedConvReluPool : public DnnlEpilogue {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     dnnl::stream& s = stream();
-    if (has_reorder_) reorder_.execute(s, reorder_args_);
+    stage_weights(s);
     const dims conv_out = staged_dst_.get_desc().dims();
     const int64_t per_image = pooled_.numel() / pooled_.dim(0);
     const auto* y = static_cast<const float*>(staged_dst_.get_data_handle());

@@ -4,9 +4,11 @@
 //
 // Weights stay OIHW in Kiln tensors. oneDNN's optimized kernels want them blocked: given plain
 // OIHW weights it falls back to its reference kernel (measured: 2.5 s vs 12 ms for a ResNet-20
-// 16->16 conv at batch 128, f32), so each call reorders the weights into the layout the
-// primitive picked (`format_tag::any`). Weights are small (ResNet-20's largest conv has 37k),
-// so the reorder costs a few µs against a conv of 100s of µs.
+// 16->16 conv at batch 128, f32), so each call copies the weights into the layout the
+// primitive picked (`format_tag::any`): a BlockedCopy for small weights, a reorder primitive for
+// large ones (ops/dnnl/blocked_copy.h says why). Either costs a few µs against a conv of 100s
+// of µs.
+#include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/kernels/conv_col2im.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 #include "kiln/ops/kernels/reduce.h"
@@ -197,9 +199,23 @@ struct StagedArg {
 struct ConvPrim {
   Runner conv;
   bool reorder_weights = false;
-  Runner weights;  // user layout <-> primitive layout
+  std::optional<BlockedCopy> weight_copy;  // user layout <-> primitive layout, or else:
+  Runner weights;
   size_t weight_bytes = 0;
   std::vector<StagedArg> staged;
+
+  // Declares that the primitive's weights are `wanted` while the tensor is `user`: read from it
+  // (is_input) or written to it.
+  void reorder_weights_between(const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
+                               bool is_input) {
+    if (user == wanted) return;
+    reorder_weights = true;
+    weight_bytes = wanted.get_size();
+    weight_copy = BlockedCopy::between(user, wanted);
+    if (!weight_copy) {
+      weights = is_input ? reorder_runner(user, wanted) : reorder_runner(wanted, user);
+    }
+  }
 
   // Declares activation argument `arg`: the tensor is `user`, the primitive wants `wanted`.
   void activation(int arg, const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
@@ -222,6 +238,10 @@ Tensor staging_buffer(size_t bytes) {
 void* weights_for(ConvPrim& p, const Tensor& w, Tensor& buffer) {
   if (!p.reorder_weights) return w.raw_data();
   buffer = staging_buffer(p.weight_bytes);
+  if (p.weight_copy) {
+    p.weight_copy->to_blocked(w.raw_data(), buffer.raw_data());
+    return buffer.raw_data();
+  }
   p.weights.set(DNNL_ARG_FROM, w.raw_data());
   p.weights.set(DNNL_ARG_TO, buffer.raw_data());
   p.weights.run();
@@ -306,12 +326,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
     prim.conv.arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
     prim.activation(DNNL_ARG_DST, dst, pd.dst_desc(), false);
     if (has_bias) prim.conv.arg(DNNL_ARG_BIAS, bmd);
-    auto user_w = weights_desc(g, x.dtype(), false);
-    if (pd.weights_desc() != user_w) {
-      prim.reorder_weights = true;
-      prim.weights = reorder_runner(user_w, pd.weights_desc());
-      prim.weight_bytes = pd.weights_desc().get_size();
-    }
+    prim.reorder_weights_between(weights_desc(g, x.dtype(), false), pd.weights_desc(), true);
     return prim;
   });
   Tensor wbuf;
@@ -443,12 +458,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     prim.activation(DNNL_ARG_DIFF_DST, diff_dst, pd.diff_dst_desc(), true);
     prim.conv.arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
     prim.activation(DNNL_ARG_DIFF_SRC, diff_src, pd.diff_src_desc(), false);
-    auto user_w = weights_desc(g, dy.dtype(), false);
-    if (pd.weights_desc() != user_w) {
-      prim.reorder_weights = true;
-      prim.weights = reorder_runner(user_w, pd.weights_desc());
-      prim.weight_bytes = pd.weights_desc().get_size();
-    }
+    prim.reorder_weights_between(weights_desc(g, dy.dtype(), false), pd.weights_desc(), true);
     return prim;
   });
   Tensor wbuf;
@@ -547,12 +557,7 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
     prim.activation(DNNL_ARG_DIFF_DST, diff_dst, pd.diff_dst_desc(), true);
     prim.conv.arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc());
     if (has_bias) prim.conv.arg(DNNL_ARG_DIFF_BIAS, bmd);
-    auto user_w = weights_desc(g, x.dtype(), false);
-    if (pd.diff_weights_desc() != user_w) {
-      prim.reorder_weights = true;
-      prim.weights = reorder_runner(pd.diff_weights_desc(), user_w);
-      prim.weight_bytes = pd.diff_weights_desc().get_size();
-    }
+    prim.reorder_weights_between(weights_desc(g, x.dtype(), false), pd.diff_weights_desc(), false);
     return prim;
   });
   Tensor wbuf;
@@ -560,7 +565,9 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   p.conv.set(DNNL_ARG_DIFF_WEIGHTS, p.reorder_weights ? wbuf.raw_data() : dw.raw_data());
   if (has_bias) p.conv.set(DNNL_ARG_DIFF_BIAS, out[1].raw_data());
   run_conv(p, {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DIFF_DST, dy.raw_data()}});
-  if (p.reorder_weights) {
+  if (p.weight_copy) {
+    p.weight_copy->to_plain(wbuf.raw_data(), dw.raw_data());
+  } else if (p.reorder_weights) {
     p.weights.set(DNNL_ARG_FROM, wbuf.raw_data());
     p.weights.set(DNNL_ARG_TO, dw.raw_data());
     p.weights.run();
