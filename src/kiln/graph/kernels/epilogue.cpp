@@ -115,7 +115,7 @@ class DnnlEpilogue : public SpecialKernel {
       bind(DNNL_ARG_WEIGHTS, user, w);
       return;
     }
-    has_reorder_ = true;
+    weights_staged_ = true;
     staged_weights_ = dnnl::memory(wanted, engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_WEIGHTS] = staged_weights_;
     weights_ = w;
@@ -128,7 +128,7 @@ class DnnlEpilogue : public SpecialKernel {
   void stage_weights(dnnl::stream& s) {
     if (weight_copy_) {
       weight_copy_->to_blocked(weights_.raw_data(), staged_weights_.get_data_handle());
-    } else if (has_reorder_) {
+    } else if (weights_staged_) {
       reorder_.execute(s, reorder_args_);
     }
   }
@@ -168,7 +168,7 @@ class DnnlEpilogue : public SpecialKernel {
   dnnl::memory staged_src_;
   dnnl::memory scratch_;
   size_t scratch_bytes_ = 0;
-  bool has_reorder_ = false;
+  bool weights_staged_ = false;
   dnnl::primitive reorder_;
   std::unordered_map<int, dnnl::memory> reorder_args_;
   dnnl::memory staged_weights_;
@@ -187,7 +187,7 @@ class DnnlEpilogue : public SpecialKernel {
     };
     if (scratch_bytes_ > 0) take(scratch_, scratch_bytes_);
     if (has_src_reorder_) take(staged_src_, staged_src_.get_desc().get_size());
-    if (has_reorder_) take(staged_weights_, staged_weights_.get_desc().get_size());
+    if (weights_staged_) take(staged_weights_, staged_weights_.get_desc().get_size());
     if (has_staged_dst_) take(staged_dst_, staged_dst_.get_desc().get_size());
   }
 };

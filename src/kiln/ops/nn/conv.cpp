@@ -213,7 +213,7 @@ struct StagedArg {
 
 struct ConvPrim {
   Runner conv;
-  bool reorder_weights = false;
+  bool weights_staged = false;  // in another layout than the tensor's: weight_copy or weights
   std::optional<BlockedCopy> weight_copy;  // user layout <-> primitive layout, or else:
   Runner weights;
   size_t weight_bytes = 0;
@@ -221,10 +221,10 @@ struct ConvPrim {
 
   // Declares that the primitive's weights are `wanted` while the tensor is `user`: read from it
   // (is_input) or written to it.
-  void reorder_weights_between(const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
-                               bool is_input) {
+  void stage_weights_between(const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
+                             bool is_input) {
     if (user == wanted) return;
-    reorder_weights = true;
+    weights_staged = true;
     weight_bytes = wanted.get_size();
     weight_copy = BlockedCopy::between(user, wanted);
     if (!weight_copy) {
@@ -251,7 +251,7 @@ Tensor staging_buffer(size_t bytes) {
 
 // The weights in the layout the primitive wants: w itself, or w reordered into `buffer`.
 void* weights_for(ConvPrim& p, const Tensor& w, Tensor& buffer) {
-  if (!p.reorder_weights) return w.raw_data();
+  if (!p.weights_staged) return w.raw_data();
   buffer = staging_buffer(p.weight_bytes);
   if (p.weight_copy) {
     p.weight_copy->to_blocked(w.raw_data(), buffer.raw_data());
@@ -341,7 +341,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
     prim.conv.arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
     prim.activation(DNNL_ARG_DST, dst, pd.dst_desc(), false);
     if (has_bias) prim.conv.arg(DNNL_ARG_BIAS, bmd);
-    prim.reorder_weights_between(weights_desc(g, x.dtype(), false), pd.weights_desc(), true);
+    prim.stage_weights_between(weights_desc(g, x.dtype(), false), pd.weights_desc(), true);
     return prim;
   });
   Tensor wbuf;
@@ -473,7 +473,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     prim.activation(DNNL_ARG_DIFF_DST, diff_dst, pd.diff_dst_desc(), true);
     prim.conv.arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
     prim.activation(DNNL_ARG_DIFF_SRC, diff_src, pd.diff_src_desc(), false);
-    prim.reorder_weights_between(weights_desc(g, dy.dtype(), false), pd.weights_desc(), true);
+    prim.stage_weights_between(weights_desc(g, dy.dtype(), false), pd.weights_desc(), true);
     return prim;
   });
   Tensor wbuf;
@@ -592,17 +592,17 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
     prim.activation(DNNL_ARG_DIFF_DST, diff_dst, pd.diff_dst_desc(), true);
     prim.conv.arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc());
     if (has_bias) prim.conv.arg(DNNL_ARG_DIFF_BIAS, bmd);
-    prim.reorder_weights_between(weights_desc(g, x.dtype(), false), pd.diff_weights_desc(), false);
+    prim.stage_weights_between(weights_desc(g, x.dtype(), false), pd.diff_weights_desc(), false);
     return prim;
   });
   Tensor wbuf;
-  if (p.reorder_weights) wbuf = staging_buffer(p.weight_bytes);
-  p.conv.set(DNNL_ARG_DIFF_WEIGHTS, p.reorder_weights ? wbuf.raw_data() : dw.raw_data());
+  if (p.weights_staged) wbuf = staging_buffer(p.weight_bytes);
+  p.conv.set(DNNL_ARG_DIFF_WEIGHTS, p.weights_staged ? wbuf.raw_data() : dw.raw_data());
   if (has_bias) p.conv.set(DNNL_ARG_DIFF_BIAS, out[1].raw_data());
   run_conv(p, {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DIFF_DST, dy.raw_data()}});
   if (p.weight_copy) {
     p.weight_copy->to_plain(wbuf.raw_data(), dw.raw_data());
-  } else if (p.reorder_weights) {
+  } else if (p.weights_staged) {
     p.weights.set(DNNL_ARG_FROM, wbuf.raw_data());
     p.weights.set(DNNL_ARG_TO, dw.raw_data());
     p.weights.run();
