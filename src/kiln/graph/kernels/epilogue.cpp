@@ -16,6 +16,7 @@
 #include "kiln/graph/fused_kernels.h"
 #include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/kernels/conv_winograd.h"
 #include "kiln/ops/optimizer/common.h"
 
 namespace kiln::graph {
@@ -411,6 +412,13 @@ bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<cons
     // kernel does that (and runs the same kernel as eager mode); post-ops keep the direct one.
     if (node.post_ops.empty() &&
         winograd_conv(in[0].dtype(), in[0].shape(), in[1].shape(), node.attrs)) {
+      return false;
+    }
+    // 16 or 32 channels, 3x3, stride 1: the op's kernel runs Kiln's Winograd F(2x2, 3x3)
+    // (ops/kernels/conv_winograd.h), faster there than any oneDNN primitive; with post-ops the
+    // primitive stays.
+    if (node.post_ops.empty() && (in.size() == 2 || in[2].dtype() == DType::f32) &&
+        ops::can_run_winograd_f2(in[0], false, in[1].shape(), node.attrs, out[0], false)) {
       return false;
     }
     // One input channel runs Kiln's own kernel, plain (the op's) or fused with a relu

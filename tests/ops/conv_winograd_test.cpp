@@ -1,0 +1,164 @@
+// The Winograd F(2x2, 3x3) kernel (kernels/conv_winograd.h) against the double-precision
+// reference, called directly in both layouts and through the conv2d ops that dispatch to it.
+#include "kiln/ops/kernels/conv_winograd.h"
+
+#include "conv_kernel_cases.h"
+
+namespace kiln::testing {
+namespace {
+
+using Case = ConvKernelCase;
+
+ConvRef wino(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t pad) {
+  return {.n = n, .c = c, .h = h, .w = w, .o = o, .kh = 3, .kw = 3, .pad = {pad, pad}};
+}
+
+const Case kCases[] = {
+    {"resnet_16_28x28_pad1", wino(2, 16, 28, 28, 16, 1)},
+    {"resnet_32_14x14_pad1", wino(2, 32, 14, 14, 32, 1)},
+    {"16_to_32_odd_7x9_pad0", wino(3, 16, 7, 9, 32, 0)},
+    {"32_to_16_5x6_pad2", wino(2, 32, 5, 6, 16, 2)},
+    // 15 tiles a row: two products of 7 tiles and one of 1.
+    {"wide_row_16_4x30_pad1", wino(1, 16, 4, 30, 16, 1)},
+    {"one_output_pixel_3x3_pad0", wino(2, 16, 3, 3, 16, 0)},
+    {"one_pixel_input_pad1", wino(2, 32, 1, 1, 32, 1)},
+};
+
+// The values of an [N, C, H, W] tensor (row-major) written into a dense tensor's memory in
+// oneDNN's nChw16c order, as graph mode's blocked layout keeps them; and back.
+Tensor to_nchw16c(const Tensor& t) {
+  const Values v = values_of(t);
+  const int64_t n = t.dim(0), c = t.dim(1), h = t.dim(2), w = t.dim(3);
+  Tensor out = channels_last_empty(t.shape());
+  float* d = out.data<float>();
+  for (int64_t i = 0; i < n * c * h * w; ++i) {
+    const int64_t x = i % w, y = i / w % h, ch = i / (w * h) % c, b = i / (w * h * c);
+    d[(((b * (c / 16) + ch / 16) * h + y) * w + x) * 16 + ch % 16] = float(v[size_t(i)]);
+  }
+  return out;
+}
+Values from_nchw16c(const Tensor& t) {
+  const int64_t n = t.dim(0), c = t.dim(1), h = t.dim(2), w = t.dim(3);
+  const float* d = t.data<float>();
+  Values v(size_t(n * c * h * w));
+  for (int64_t i = 0; i < n * c * h * w; ++i) {
+    const int64_t x = i % w, y = i / w % h, ch = i / (w * h) % c, b = i / (w * h * c);
+    v[size_t(i)] = d[(((b * (c / 16) + ch / 16) * h + y) * w + x) * 16 + ch % 16];
+  }
+  return v;
+}
+
+class WinogradConv : public ::testing::TestWithParam<Case> {};
+
+TEST_P(WinogradConv, ForwardMatchesReferenceInEveryLayout) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  const Case& c = GetParam();
+  const ops::Attrs a = window(c.g.pad);
+  Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 1));
+  Tensor w = random_tensor(c.g.w_shape(), 2), b = random_tensor({c.g.o}, 3);
+  const Values xv = values_of(x), wv = values_of(w), bv = values_of(b);
+  const Tensor x_blocked = to_nchw16c(x);
+  for (bool bias : {false, true}) {
+    const Values ref = c.g.forward(xv, wv, bias ? &bv : nullptr);
+    for (bool in_blocked : {false, true}) {
+      for (bool out_blocked : {false, true}) {
+        const std::string what = std::string(c.name) + (bias ? " bias" : "") +
+                                 (in_blocked ? " x nChw16c" : "") +
+                                 (out_blocked ? " y nChw16c" : "");
+        const Tensor& in = in_blocked ? x_blocked : x;
+        Tensor y = channels_last_empty(c.g.y_shape());
+        ASSERT_TRUE(ops::can_run_winograd_f2(in, in_blocked, w.shape(), a, y, out_blocked)) << what;
+        ops::winograd_f2_forward(in, in_blocked, w, bias ? &b : nullptr, a, y, out_blocked);
+        expect_close(out_blocked ? from_nchw16c(y) : values_of(y), ref, 1e-5, 1e-5, what);
+      }
+    }
+  }
+}
+
+// conv2d dispatches to the kernel (the same bits as calling it), and conv2d_backward_data runs it
+// on the flipped weights: both match the reference.
+TEST_P(WinogradConv, OpsUseTheKernel) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  const Case& c = GetParam();
+  Tensor x = random_tensor(c.g.x_shape(), 4), w = random_tensor(c.g.w_shape(), 5);
+  Tensor b = random_tensor({c.g.o}, 6);
+  Tensor y = ops::conv2d(x, w, b, c.g.options());
+  Tensor direct = channels_last_empty(c.g.y_shape());
+  ops::winograd_f2_forward(channels_last_copy(x), false, w, &b, window(c.g.pad), direct, false);
+  EXPECT_EQ(y.to_vector<float>(), direct.to_vector<float>());
+  const Values bv = values_of(b);
+  expect_close(values_of(y), c.g.forward(values_of(x), values_of(w), &bv), 1e-5, 1e-5, "conv2d");
+
+  Tensor dy = random_tensor(c.g.y_shape(), 7);
+  Tensor dx = ops::conv2d_backward_data(dy, w, c.g.x_shape(), c.g.options());
+  expect_close(values_of(dx), c.g.backward_data(values_of(dy), values_of(w)), 1e-5, 1e-5, "dx");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, WinogradConv, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(WinogradConvGradient, MatchesFiniteDifferences) {
+  const ConvRef g = wino(1, 16, 4, 5, 16, 1);
+  std::vector<Tensor> inputs{random_tensor(g.x_shape(), 8), random_tensor(g.w_shape(), 9),
+                             random_tensor({g.o}, 10)};
+  expect_gradients_match(
+      [&](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t[2], g.options()); },
+      [&](const std::vector<Values>& v) { return g.forward(v[0], v[1], &v[2]); }, inputs);
+}
+
+TEST(WinogradConvDispatch, CanRunOnlyWhereTheKernelApplies) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  const ops::Attrs pad1 = window({1, 1});
+  Tensor x = channels_last_copy(random_tensor({2, 16, 8, 8}, 11));
+  Tensor y = channels_last_empty({2, 16, 8, 8});
+  EXPECT_TRUE(ops::can_run_winograd_f2(x, false, {16, 16, 3, 3}, pad1, y, false));
+  EXPECT_TRUE(ops::can_run_winograd_f2(x, false, {32, 16, 3, 3}, pad1,
+                                       channels_last_empty({2, 32, 8, 8}), false));
+  // Channel counts outside 16 and 32 (64 runs oneDNN's F(4x4, 3x3), faster there).
+  EXPECT_FALSE(ops::can_run_winograd_f2(x, false, {48, 16, 3, 3}, pad1,
+                                        channels_last_empty({2, 48, 8, 8}), false));
+  Tensor x64 = channels_last_copy(random_tensor({2, 64, 4, 4}, 12));
+  EXPECT_FALSE(ops::can_run_winograd_f2(x64, false, {64, 64, 3, 3}, pad1,
+                                        channels_last_empty({2, 64, 4, 4}), false));
+  Tensor x8 = channels_last_copy(random_tensor({2, 8, 8, 8}, 13));
+  EXPECT_FALSE(ops::can_run_winograd_f2(x8, false, {16, 8, 3, 3}, pad1, y, false));
+  // Other windows.
+  EXPECT_FALSE(ops::can_run_winograd_f2(x, false, {16, 16, 5, 5}, window({2, 2}), y, false));
+  EXPECT_FALSE(ops::can_run_winograd_f2(x, false, {16, 16, 3, 3}, window({1, 1}, {2, 2}),
+                                        channels_last_empty({2, 16, 4, 4}), false));
+  EXPECT_FALSE(
+      ops::can_run_winograd_f2(x, false, {16, 16, 3, 3}, window({2, 2}, {1, 1}, {2, 2}), y, false));
+  EXPECT_FALSE(ops::can_run_winograd_f2(x, false, {16, 16, 3, 3}, window({3, 3}),
+                                        channels_last_empty({2, 16, 12, 12}), false));
+  ops::Attrs grouped = pad1;
+  grouped.groups = 2;
+  EXPECT_FALSE(ops::can_run_winograd_f2(x, false, {16, 8, 3, 3}, grouped, y, false));
+  // Other layouts and dtypes: row-major activations, bf16.
+  Tensor row_major = random_tensor({2, 16, 8, 8}, 14);
+  EXPECT_FALSE(ops::can_run_winograd_f2(row_major, false, {16, 16, 3, 3}, pad1, y, false));
+  EXPECT_FALSE(ops::can_run_winograd_f2(x, false, {16, 16, 3, 3}, pad1,
+                                        Tensor::empty({2, 16, 8, 8}), false));
+  EXPECT_FALSE(ops::can_run_winograd_f2(to_bf16(x), false, {16, 16, 3, 3}, pad1, y, false));
+}
+
+TEST(WinogradConvErrors, RejectsTensorsOutsideItsRule) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  Tensor x = random_tensor({1, 16, 6, 6}, 15);  // row-major
+  Tensor w = random_tensor({16, 16, 3, 3}, 16);
+  Tensor y = channels_last_empty({1, 16, 6, 6});
+  expect_error_mentions(
+      [&] {
+        ops::winograd_f2_forward(x, false, w, nullptr, window({1, 1}), y, false);
+      },
+      {"winograd_f2_forward", "f32[1, 16, 6, 6]"});
+  Tensor wrong_out = channels_last_empty({1, 16, 5, 5});
+  expect_error_mentions(
+      [&] {
+        ops::winograd_f2_forward(channels_last_copy(x), false, w, nullptr, window({1, 1}),
+                                 wrong_out, false);
+      },
+      {"winograd_f2_forward", "does not match"});
+}
+
+}  // namespace
+}  // namespace kiln::testing
