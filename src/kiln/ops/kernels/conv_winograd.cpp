@@ -19,30 +19,24 @@
 #include "kiln/core/error.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
-// How it works. F(2x2, 3x3) computes a 2x2 block of outputs from a 4x4 block of inputs d as
-// Y = Aᵀ [Σ_c (G g Gᵀ) ⊙ (Bᵀ d B)] A, per output channel, with g the 3x3 filter. Over the 16
-// positions p of the 4x4 transformed tile the sum over input channels is a matrix product:
+// How it works. F(4x4, 3x3) computes a 4x4 block of outputs from a 6x6 block of inputs d as
+// Y = Aᵀ [Σ_c (G g Gᵀ) ⊙ (Bᵀ d B)] A, per output channel, with g the 3x3 filter (Lavin and Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2016, with the points 0, ±1, ±2). Over
+// the 36 positions p of the 6x6 transformed tile the sum over input channels is a matrix product:
 // M[p][o] = Σ_c V[p][c] · U[p][c][o], V = Bᵀ d B the input tile transformed, U = G g Gᵀ the
-// weights transformed (once per call, 16·C·O floats).
+// weights transformed (once per call, 36·C·O floats).
 //
-// A channels-last pixel of 16 channels is one vector, so a tile is 16 vectors per channel block:
-// the input transform reads them, writes V; the product takes, per position and per block of 16
-// output channels, 16 weight vectors into registers and runs them against kTiles tiles at once
-// (kTiles accumulators; each FMA broadcasts one V value from memory); the output transform reads
-// M and writes the 2x2 outputs. A task is one row of tiles of one image.
+// A channels-last pixel of 16 channels is one vector, so the transforms work on whole vectors:
+// the input transform reads a tile's 36 pixels of one channel block and writes V; the product
+// takes, per position and per block of 16 output channels, 16 weight vectors into registers and
+// runs them against kTiles tiles at once (kTiles accumulators; each FMA broadcasts one V value
+// from memory); the output transform reads M and writes the 4x4 outputs. A task is one row of
+// tiles of one image.
 //
 // Measured within ResNet-20's training step (batch 128, 2 threads, graph mode, medians of 3 runs
-// of 20 steps, ms per launch, oneDNN's kernel -> this one):
-//   16->16 at 28x28, channels-last: forward 1.28 -> 1.01, backward-data 1.25 -> 0.92;
-//   32->32 at 14x14, channels-last: forward 1.37 -> 1.05 (brgconv), backward-data 1.29 -> 1.00;
-//   32->32 at 14x14, nChw16c: forward 1.25 -> 1.04, backward-data 1.18 -> 0.97 (oneDNN's
-//   F(4x4, 3x3)).
-// The whole step: 80.6 -> 72.2 ms with fusion, 91.1 -> 83.6 without. Alone, on a warm cache, the
-// 16-channel forward takes 0.85-0.95 ms: in the step its input comes from memory, which is what
-// the prefetches below are for (1.33 -> 1.10 ms, then 1.05 with the output's lines fetched too).
-// At 64 channels and 7x7 oneDNN's F(4x4, 3x3) is faster (0.95 vs 1.16 alone: it has a quarter of
-// the direct kernel's products against F(2x2)'s 4/9, and 7x7 wastes a third of the 2x2 tiles), so
-// the rule stops at 32.
+// of 20 steps, ms per launch): see the table in bench/README.md ("Winograd by hand"). At 64
+// channels and 7x7 it only ties oneDNN's own F(4x4, 3x3) (0.95-1.0 ms alone), so the rule stops
+// at 32.
 
 namespace kiln::ops {
 
@@ -52,60 +46,73 @@ namespace {
 using conv_geometry::is_dense_channels_last;
 
 // Tiles per matrix product: kTiles accumulators and 16 weight vectors stay in 23 of the 32
-// registers. 7 also splits a 28-wide row (14 tiles) evenly; 4 and 8 measured slower.
+// registers. A 28-wide output is 7 tiles.
 constexpr int kTiles = 7;
 constexpr int kLanes = 16;
-constexpr int kPositions = 16;  // the 4x4 transformed tile
+constexpr int kTile = 4;        // outputs per tile side
+constexpr int kSide = 6;        // inputs per tile side, and the transformed tile's side
+constexpr int kPositions = 36;  // the 6x6 transformed tile
 
 struct Geometry {
   int64_t n, h, w, oh, ow, ph, pw;
-  bool x_blocked, y_blocked;
-  int64_t tile_rows() const { return (oh + 1) / 2; }
-  int64_t tile_cols() const { return (ow + 1) / 2; }
+  int64_t tile_rows() const { return (oh + kTile - 1) / kTile; }
+  int64_t tile_cols() const { return (ow + kTile - 1) / kTile; }
 };
 
-// u[p][c][o] = (G g Gᵀ)[p] for filter g = w[o, c], G = [[1, 0, 0], [½, ½, ½], [½, -½, ½],
-// [0, 0, 1]].
+// u[p][c][o] = (G g Gᵀ)[p] for filter g = w[o, c], G = [[¼, 0, 0], [-⅙, -⅙, -⅙], [-⅙, ⅙, -⅙],
+// [1/24, 1/12, ⅙], [1/24, -1/12, ⅙], [0, 0, 1]], in double and rounded once.
 void transform_weights(const float* w, int64_t outs, int64_t ins, float* u) {
+  static constexpr double kG[kSide][3] = {{1.0 / 4, 0, 0},
+                                          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                          {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                          {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                          {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                          {0, 0, 1}};
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t c = 0; c < ins; ++c) {
       const float* g = w + (o * ins + c) * 9;
-      float t[4][3];  // G g
-      for (int j = 0; j < 3; ++j) {
-        t[0][j] = g[j];
-        t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-        t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-        t[3][j] = g[6 + j];
+      double t[kSide][3];  // G g
+      for (int i = 0; i < kSide; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          t[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+        }
       }
-      for (int i = 0; i < 4; ++i) {
-        const float row[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]),
-                              0.5f * (t[i][0] - t[i][1] + t[i][2]), t[i][2]};
-        for (int k = 0; k < 4; ++k) u[((i * 4 + k) * ins + c) * outs + o] = row[k];
+      for (int i = 0; i < kSide; ++i) {
+        for (int k = 0; k < kSide; ++k) {
+          u[((i * kSide + k) * ins + c) * outs + o] =
+              float(t[i][0] * kG[k][0] + t[i][1] * kG[k][1] + t[i][2] * kG[k][2]);
+        }
       }
     }
   }
 }
 
-// V = Bᵀ d B for one 16-channel block of a tile, d[i][j] the input pixel at row i, column j;
-// Bᵀ = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]. Position p = 4i + j of V
-// goes to v + p·stride.
-inline void transform_input(const __m512 (&d)[16], float* v, int64_t stride) {
-  __m512 r[16];  // Bᵀ d
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm512_sub_ps(d[j], d[8 + j]);
-    r[4 + j] = _mm512_add_ps(d[4 + j], d[8 + j]);
-    r[8 + j] = _mm512_sub_ps(d[8 + j], d[4 + j]);
-    r[12 + j] = _mm512_sub_ps(d[4 + j], d[12 + j]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512 a0 = r[4 * i], a1 = r[4 * i + 1], a2 = r[4 * i + 2], a3 = r[4 * i + 3];
-    _mm512_store_ps(v + (4 * i) * stride, _mm512_sub_ps(a0, a2));
-    _mm512_store_ps(v + (4 * i + 1) * stride, _mm512_add_ps(a1, a2));
-    _mm512_store_ps(v + (4 * i + 2) * stride, _mm512_sub_ps(a2, a1));
-    _mm512_store_ps(v + (4 * i + 3) * stride, _mm512_sub_ps(a1, a3));
-  }
+inline __m512 fma_by(float a, __m512 x, __m512 y) {
+  return _mm512_fmadd_ps(_mm512_set1_ps(a), x, y);
+}
+
+// r = Bᵀ z, Bᵀ = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+// [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]].
+inline void transform_input_1d(const __m512 (&z)[kSide], __m512 (&r)[kSide]) {
+  const __m512 t0 = fma_by(-4.f, z[2], z[4]), t1 = fma_by(-4.f, z[1], z[3]);
+  const __m512 t2 = _mm512_sub_ps(z[4], z[2]), t3 = _mm512_sub_ps(z[3], z[1]);
+  r[0] = fma_by(-5.f, z[2], fma_by(4.f, z[0], z[4]));
+  r[1] = _mm512_add_ps(t0, t1);
+  r[2] = _mm512_sub_ps(t0, t1);
+  r[3] = fma_by(2.f, t3, t2);
+  r[4] = fma_by(-2.f, t3, t2);
+  r[5] = fma_by(-5.f, z[3], fma_by(4.f, z[1], z[5]));
+}
+
+// y = Aᵀ m, Aᵀ = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+// [0, 1, -1, 8, -8, 1]].
+inline void transform_output_1d(const __m512 (&m)[kSide], __m512 (&y)[kTile]) {
+  const __m512 a = _mm512_add_ps(m[1], m[2]), b = _mm512_sub_ps(m[1], m[2]);
+  const __m512 c = _mm512_add_ps(m[3], m[4]), d = _mm512_sub_ps(m[3], m[4]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(m[0], a), c);
+  y[1] = fma_by(2.f, d, b);
+  y[2] = fma_by(4.f, c, a);
+  y[3] = _mm512_add_ps(fma_by(8.f, d, b), m[5]);
 }
 
 // m[t][p][o] = Σ_c v[t][p][c] · u[p][c][o] for NT tiles. Every loop inside a position is
@@ -173,32 +180,85 @@ struct Plane {
   int64_t pixel() const { return blocked ? kLanes : channels; }
 };
 
-// The 4x4 input tile of output tile (ty, tx) in channel block b of image n (zeros outside the
-// image), and a prefetch of the two input rows this tile's column brings in for the next row of
-// tiles (the next task): a task ahead, where the hardware prefetcher, seeing rows of only OW/2
-// tiles, comes too late (the 16-channel forward in ResNet-20's step: 1.33 -> 1.10 ms).
-inline void load_input_tile(const Plane<const float>& x, const Geometry& g, int64_t n, int64_t b,
-                            int64_t ty, int64_t tx, __m512 (&d)[16]) {
+// V = Bᵀ d B for the 6x6 input tile d of output tile (ty, tx) in channel block b of image n
+// (zeros outside the image); position p = 6i + j goes to v + p·stride. Also prefetches the
+// input rows this tile's columns bring in for the next row of tiles (the next task): a task
+// ahead, where the hardware prefetcher, seeing rows of only a few tiles, comes too late.
+inline void transform_input_tile(const Plane<const float>& x, const Geometry& g, int64_t n,
+                                 int64_t b, int64_t ty, int64_t tx, float* v, int64_t stride) {
   const float* xb = x.block(n, b);
   const int64_t pixel = x.pixel();
+  __m512 columns[kSide][kSide];  // columns[j] = Bᵀ (column j of d)
+#pragma GCC unroll 6
+  for (int j = 0; j < kSide; ++j) {
+    const int64_t ix = kTile * tx - g.pw + j;
+    __m512 z[kSide];
+#pragma GCC unroll 6
+    for (int i = 0; i < kSide; ++i) {
+      const int64_t iy = kTile * ty - g.ph + i;
+      z[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
+                 ? _mm512_loadu_ps(xb + (iy * g.w + ix) * pixel)
+                 : _mm512_setzero_ps();
+    }
+    transform_input_1d(z, columns[j]);
+  }
 #pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const int64_t iy = 2 * ty - g.ph + i;
+  for (int i = kSide; i < kSide + kTile; ++i) {
+    const int64_t iy = kTile * ty - g.ph + i;
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int64_t ix = 2 * tx - g.pw + j;
-      d[4 * i + j] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
-                         ? _mm512_loadu_ps(xb + (iy * g.w + ix) * pixel)
-                         : _mm512_setzero_ps();
+    for (int j = kSide - kTile; j < kSide; ++j) {
+      const int64_t ix = kTile * tx - g.pw + j;
+      if (iy < g.h && ix >= 0 && ix < g.w) __builtin_prefetch(xb + (iy * g.w + ix) * pixel, 0, 3);
     }
   }
-#pragma GCC unroll 2
-  for (int i = 4; i < 6; ++i) {
-    const int64_t iy = 2 * ty - g.ph + i;
-#pragma GCC unroll 2
-    for (int j = 2; j < 4; ++j) {
-      const int64_t ix = 2 * tx - g.pw + j;
-      if (iy < g.h && ix >= 0 && ix < g.w) __builtin_prefetch(xb + (iy * g.w + ix) * pixel, 0, 3);
+#pragma GCC unroll 6
+  for (int i = 0; i < kSide; ++i) {
+    __m512 row[kSide], r[kSide];
+#pragma GCC unroll 6
+    for (int j = 0; j < kSide; ++j) row[j] = columns[j][i];
+    transform_input_1d(row, r);
+#pragma GCC unroll 6
+    for (int j = 0; j < kSide; ++j) _mm512_store_ps(v + (kSide * i + j) * stride, r[j]);
+  }
+}
+
+// Y = Aᵀ M A + bias for one 16-channel block of a tile, M at m + p·stride, written to output
+// tile (ty, tx) of image n within the output's extent. Also prefetches, for writing, the output
+// lines of the next row of tiles.
+inline void transform_output_tile(const float* m, int64_t stride, __m512 bias,
+                                  const Plane<float>& y, const Geometry& g, int64_t n, int64_t b,
+                                  int64_t ty, int64_t tx) {
+  __m512 columns[kSide][kTile];  // columns[j] = Aᵀ (column j of M)
+#pragma GCC unroll 6
+  for (int j = 0; j < kSide; ++j) {
+    __m512 col[kSide];
+#pragma GCC unroll 6
+    for (int i = 0; i < kSide; ++i) col[i] = _mm512_load_ps(m + (kSide * i + j) * stride);
+    transform_output_1d(col, columns[j]);
+  }
+  float* yb = y.block(n, b);
+  const int64_t pixel = y.pixel();
+#pragma GCC unroll 4
+  for (int i = kTile; i < 2 * kTile; ++i) {
+    const int64_t oy = kTile * ty + i;
+#pragma GCC unroll 4
+    for (int j = 0; j < kTile; ++j) {
+      const int64_t ox = kTile * tx + j;
+      if (oy < g.oh && ox < g.ow) __builtin_prefetch(yb + (oy * g.ow + ox) * pixel, 1, 3);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kTile; ++i) {
+    const int64_t oy = kTile * ty + i;
+    __m512 row[kSide], out[kTile];
+#pragma GCC unroll 6
+    for (int j = 0; j < kSide; ++j) row[j] = columns[j][i];
+    transform_output_1d(row, out);
+    if (oy >= g.oh) continue;
+#pragma GCC unroll 4
+    for (int j = 0; j < kTile; ++j) {
+      const int64_t ox = kTile * tx + j;
+      if (ox < g.ow) _mm512_storeu_ps(yb + (oy * g.ow + ox) * pixel, _mm512_add_ps(out[j], bias));
     }
   }
 }
@@ -206,64 +266,36 @@ inline void load_input_tile(const Plane<const float>& x, const Geometry& g, int6
 template <int C, int O>
 void forward(const Plane<const float>& x, const float* u, const float* bias, const Plane<float>& y,
              const Geometry& g) {
-  const int64_t tile_rows = g.tile_rows(), tile_cols = g.tile_cols(), y_pixel = y.pixel();
+  const int64_t tile_rows = g.tile_rows(), tile_cols = g.tile_cols();
+  const int64_t total = g.n * tile_rows * tile_cols;
+  // Tile t of the whole batch, in (image, row, column) order.
+  auto tile_at = [&](int64_t t) {
+    struct {
+      int64_t n, ty, tx;
+    } at{t / (tile_rows * tile_cols), t / tile_cols % tile_rows, t % tile_cols};
+    return at;
+  };
 #pragma omp parallel
   {
     alignas(64) float v[kTiles * kPositions * C];
     alignas(64) float m[kTiles * kPositions * O];
+    // A task is kTiles consecutive tiles, across rows and images where a row has fewer.
 #pragma omp for schedule(static)
-    for (int64_t task = 0; task < g.n * tile_rows; ++task) {
-      const int64_t n = task / tile_rows, ty = task % tile_rows;
-      for (int64_t tx0 = 0; tx0 < tile_cols; tx0 += kTiles) {
-        const int tiles = int(std::min<int64_t>(kTiles, tile_cols - tx0));
-        for (int t = 0; t < tiles; ++t) {
-          for (int64_t b = 0; b < C / kLanes; ++b) {
-            __m512 d[16];
-            load_input_tile(x, g, n, b, ty, tx0 + t, d);
-            transform_input(d, v + t * kPositions * C + b * kLanes, C);
-          }
+    for (int64_t first = 0; first < total; first += kTiles) {
+      const int tiles = int(std::min<int64_t>(kTiles, total - first));
+      for (int t = 0; t < tiles; ++t) {
+        const auto at = tile_at(first + t);
+        for (int64_t b = 0; b < C / kLanes; ++b) {
+          transform_input_tile(x, g, at.n, b, at.ty, at.tx, v + t * kPositions * C + b * kLanes, C);
         }
-        multiply_tiles<C, O>(tiles, v, u, m);
-        // Y = Aᵀ M A, Aᵀ = [[1, 1, 1, 0], [0, 1, -1, -1]].
-        for (int t = 0; t < tiles; ++t) {
-          const int64_t tx = tx0 + t;
-          for (int64_t b = 0; b < O / kLanes; ++b) {
-            const float* mt = m + t * kPositions * O + b * kLanes;
-            const __m512 add = bias ? _mm512_loadu_ps(bias + b * kLanes) : _mm512_setzero_ps();
-            __m512 s[8];  // Aᵀ M
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-              const __m512 m0 = _mm512_load_ps(mt + j * O), m1 = _mm512_load_ps(mt + (4 + j) * O),
-                           m2 = _mm512_load_ps(mt + (8 + j) * O),
-                           m3 = _mm512_load_ps(mt + (12 + j) * O);
-              s[j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-              s[4 + j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
-            }
-            float* yb = y.block(n, b);
-            // The next task's output lines, for writing (1.10 -> 1.05 ms, as above).
-#pragma GCC unroll 2
-            for (int i = 2; i < 4; ++i) {
-              const int64_t oy = 2 * ty + i;
-#pragma GCC unroll 2
-              for (int j = 0; j < 2; ++j) {
-                const int64_t ox = 2 * tx + j;
-                if (oy < g.oh && ox < g.ow)
-                  __builtin_prefetch(yb + (oy * g.ow + ox) * y_pixel, 1, 3);
-              }
-            }
-#pragma GCC unroll 2
-            for (int i = 0; i < 2; ++i) {
-              const int64_t oy = 2 * ty + i;
-              if (oy >= g.oh) continue;
-              const __m512 left = _mm512_add_ps(
-                  _mm512_add_ps(_mm512_add_ps(s[4 * i], s[4 * i + 1]), s[4 * i + 2]), add);
-              const __m512 right = _mm512_add_ps(
-                  _mm512_sub_ps(_mm512_sub_ps(s[4 * i + 1], s[4 * i + 2]), s[4 * i + 3]), add);
-              _mm512_storeu_ps(yb + (oy * g.ow + 2 * tx) * y_pixel, left);
-              if (2 * tx + 1 < g.ow)
-                _mm512_storeu_ps(yb + (oy * g.ow + 2 * tx + 1) * y_pixel, right);
-            }
-          }
+      }
+      multiply_tiles<C, O>(tiles, v, u, m);
+      for (int t = 0; t < tiles; ++t) {
+        const auto at = tile_at(first + t);
+        for (int64_t b = 0; b < O / kLanes; ++b) {
+          const __m512 add = bias ? _mm512_loadu_ps(bias + b * kLanes) : _mm512_setzero_ps();
+          transform_output_tile(m + t * kPositions * O + b * kLanes, O, add, y, g, at.n, b, at.ty,
+                                at.tx);
         }
       }
     }
@@ -276,7 +308,7 @@ bool dense_nchw16c(const Tensor& t) {
 
 }  // namespace
 
-bool winograd_f2_fits(const Shape& x, const Shape& w, const Attrs& a) {
+bool winograd_3x3_fits(const Shape& x, const Shape& w, const Attrs& a) {
   auto channels_ok = [](int64_t c) { return c == 16 || c == 32; };
   if (x.rank() != 4 || w.rank() != 4 || w[2] != 3 || w[3] != 3 || w[1] != x[1]) return false;
   if (!channels_ok(x[1]) || !channels_ok(w[0]) || a.groups != 1) return false;
@@ -288,13 +320,13 @@ bool winograd_f2_fits(const Shape& x, const Shape& w, const Attrs& a) {
   return x[0] > 0 && x[2] + 2 * a.padding[0] >= 3 && x[3] + 2 * a.padding[1] >= 3;
 }
 
-bool can_run_winograd_f2(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
-                         const Tensor& y, bool y_blocked) {
+bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
+                          const Tensor& y, bool y_blocked) {
   auto laid_out = [](const Tensor& t, bool blocked) {
     return blocked ? dense_nchw16c(t) : is_dense_channels_last(t);
   };
   return x.dtype() == DType::f32 && y.dtype() == DType::f32 &&
-         winograd_f2_fits(x.shape(), w_shape, a) && laid_out(x, x_blocked) &&
+         winograd_3x3_fits(x.shape(), w_shape, a) && laid_out(x, x_blocked) &&
          laid_out(y, y_blocked);
 }
 
@@ -303,12 +335,11 @@ namespace {
 // The kernels' geometry, after checking that their rule holds and the extents agree.
 Geometry checked_geometry(const char* kernel, const Tensor& x, bool x_blocked, const Shape& w_shape,
                           const Attrs& a, const Tensor& y, bool y_blocked) {
-  if (!can_run_winograd_f2(x, x_blocked, w_shape, a, y, y_blocked)) {
+  if (!can_run_winograd_3x3(x, x_blocked, w_shape, a, y, y_blocked)) {
     throw Error(std::string(kernel) + ": input " + describe(x) + ", weight " + w_shape.str() +
                 " and output " + describe(y) + " are outside this kernel's rule");
   }
-  const Geometry g{x.dim(0),     x.dim(2),     x.dim(3),  y.dim(2), y.dim(3),
-                   a.padding[0], a.padding[1], x_blocked, y_blocked};
+  const Geometry g{x.dim(0), x.dim(2), x.dim(3), y.dim(2), y.dim(3), a.padding[0], a.padding[1]};
   if (g.oh != g.h + 2 * g.ph - 2 || g.ow != g.w + 2 * g.pw - 2 || y.dim(1) != w_shape[0]) {
     throw ShapeError(std::string(kernel) + ": output " + describe(y) + " does not match input " +
                      describe(x) + " and weight " + w_shape.str());
@@ -337,13 +368,13 @@ void with_channels(int64_t c, int64_t o, F f) {
 
 }  // namespace
 
-void winograd_f2_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
-                         const Attrs& a, Tensor& y, bool y_blocked) {
+void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
+                          const Attrs& a, Tensor& y, bool y_blocked) {
   const Geometry g =
-      checked_geometry("winograd_f2_forward", x, x_blocked, w.shape(), a, y, y_blocked);
+      checked_geometry("winograd_3x3_forward", x, x_blocked, w.shape(), a, y, y_blocked);
   if (!w.is_contiguous() || w.dtype() != DType::f32 ||
       (bias && (bias->dtype() != DType::f32 || !bias->is_contiguous()))) {
-    throw Error("winograd_f2_forward: weight " + describe(w) +
+    throw Error("winograd_3x3_forward: weight " + describe(w) +
                 (bias ? " and bias " + describe(*bias) : std::string()) +
                 " must be contiguous f32");
   }
@@ -358,15 +389,15 @@ void winograd_f2_forward(const Tensor& x, bool x_blocked, const Tensor& w, const
 
 #else  // no AVX-512
 
-bool winograd_f2_fits(const Shape&, const Shape&, const Attrs&) {
+bool winograd_3x3_fits(const Shape&, const Shape&, const Attrs&) {
   return false;
 }
-bool can_run_winograd_f2(const Tensor&, bool, const Shape&, const Attrs&, const Tensor&, bool) {
+bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const Attrs&, const Tensor&, bool) {
   return false;
 }
-void winograd_f2_forward(const Tensor&, bool, const Tensor&, const Tensor*, const Attrs&, Tensor&,
-                         bool) {
-  throw Error("winograd_f2_forward: built without AVX-512");
+void winograd_3x3_forward(const Tensor&, bool, const Tensor&, const Tensor*, const Attrs&, Tensor&,
+                          bool) {
+  throw Error("winograd_3x3_forward: built without AVX-512");
 }
 
 #endif

@@ -324,10 +324,10 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   }
   // 16 or 32 channels, 3x3, stride 1: Winograd F(2x2, 3x3), faster than any of oneDNN's kernels
   // there (numbers in kernels/conv_winograd.cpp).
-  if (can_run_winograd_f2(x, input_is_nchw16c(a, 0), w.shape(), a, y, output_is_nchw16c(a, 0)) &&
+  if (can_run_winograd_3x3(x, input_is_nchw16c(a, 0), w.shape(), a, y, output_is_nchw16c(a, 0)) &&
       (!has_bias || bias.dtype() == DType::f32)) {
-    winograd_f2_forward(x, input_is_nchw16c(a, 0), w, has_bias ? &bias : nullptr, a, y,
-                        output_is_nchw16c(a, 0));
+    winograd_3x3_forward(x, input_is_nchw16c(a, 0), w, has_bias ? &bias : nullptr, a, y,
+                         output_is_nchw16c(a, 0));
     return;
   }
   ConvGeom g = conv_geom(kConv, x.shape(), w.shape(), a, {});
@@ -457,10 +457,10 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
   }
   Attrs flipped = a;  // dx as a forward convolution of dy (stride 1: see runs_as_flipped_forward)
   flipped.padding = {g.kh - 1 - a.padding[0], g.kw - 1 - a.padding[1]};
-  if (can_run_winograd_f2(dy, input_is_nchw16c(a, 0), Shape{g.c, g.o, g.kh, g.kw}, flipped, dx,
-                          output_is_nchw16c(a, 0))) {
-    winograd_f2_forward(dy, input_is_nchw16c(a, 0), flipped_weights(w), nullptr, flipped, dx,
-                        output_is_nchw16c(a, 0));
+  if (can_run_winograd_3x3(dy, input_is_nchw16c(a, 0), Shape{g.c, g.o, g.kh, g.kw}, flipped, dx,
+                           output_is_nchw16c(a, 0))) {
+    winograd_3x3_forward(dy, input_is_nchw16c(a, 0), flipped_weights(w), nullptr, flipped, dx,
+                         output_is_nchw16c(a, 0));
     return;
   }
   if (runs_as_flipped_forward(g, a, dy.dtype()) && dx.is_channels_last()) {
