@@ -81,8 +81,38 @@ TEST_P(WinogradConv, ForwardMatchesReferenceInEveryLayout) {
   }
 }
 
-// conv2d dispatches to the kernel (the same bits as calling it), and conv2d_backward_data runs it
-// on the flipped weights: both match the reference.
+// The weight gradient sums over all N·H·W output pixels: its rounding grows with that sum's
+// scale, not with each entry (an entry may cancel to near 0), so the tolerance is relative to the
+// largest entry. A wrong tap or coefficient is off by a fraction of that entry.
+double weight_gradient_tolerance(const Values& ref) {
+  double largest = 0;
+  for (double v : ref) largest = std::max(largest, std::abs(v));
+  return 1e-5 * largest + 1e-6;
+}
+
+TEST_P(WinogradConv, BackwardWeightsMatchReferenceInEveryLayout) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  const Case& c = GetParam();
+  const ops::Attrs a = window(c.g.pad);
+  Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 11));
+  Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 12));
+  const Values ref = c.g.backward_weights(values_of(dy), values_of(x));
+  const Tensor x_blocked = to_nchw16c(x), dy_blocked = to_nchw16c(dy);
+  for (bool x_in_blocks : {false, true}) {
+    for (bool dy_in_blocks : {false, true}) {
+      Tensor dw = Tensor::full(c.g.w_shape(), 7.0);
+      ops::winograd_3x3_backward_weights(dy_in_blocks ? dy_blocked : dy, dy_in_blocks,
+                                         x_in_blocks ? x_blocked : x, x_in_blocks, a, dw);
+      expect_close(values_of(dw), ref, weight_gradient_tolerance(ref), 0,
+                   std::string(c.name) + (x_in_blocks ? " x nChw16c" : "") +
+                       (dy_in_blocks ? " dy nChw16c" : ""));
+    }
+  }
+}
+
+// conv2d dispatches to the kernel (the same bits as calling it), conv2d_backward_data runs it
+// on the flipped weights, and conv2d_backward_weights runs its backward (with the bias gradient
+// summed apart): all match the reference.
 TEST_P(WinogradConv, OpsUseTheKernel) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
@@ -98,6 +128,20 @@ TEST_P(WinogradConv, OpsUseTheKernel) {
   Tensor dy = random_tensor(c.g.y_shape(), 7);
   Tensor dx = ops::conv2d_backward_data(dy, w, c.g.x_shape(), c.g.options());
   expect_close(values_of(dx), c.g.backward_data(values_of(dy), values_of(w)), kTolerance, 0, "dx");
+
+  std::vector<Tensor> grads =
+      ops::conv2d_backward_weights(dy, x, c.g.w_shape(), true, c.g.options());
+  Tensor dw = Tensor::empty(c.g.w_shape());
+  ops::winograd_3x3_backward_weights(channels_last_copy(dy), false, channels_last_copy(x), false,
+                                     window(c.g.pad), dw);
+  EXPECT_EQ(grads[0].to_vector<float>(), dw.to_vector<float>());
+  const Values dyv = values_of(dy);
+  expect_close(values_of(grads[0]), c.g.backward_weights(dyv, values_of(x)), kTolerance, kTolerance,
+               "dw");
+  Values db(size_t(c.g.o), 0.0);
+  const int64_t plane = c.g.oh() * c.g.ow();
+  for (size_t i = 0; i < dyv.size(); ++i) db[size_t(int64_t(i) / plane % c.g.o)] += dyv[i];
+  expect_close(values_of(grads[1]), db, 1e-4, 1e-4, "db");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, WinogradConv, ::testing::ValuesIn(kCases),

@@ -183,31 +183,6 @@ TEST(NnConvWinograd, IsTheKernelThatRunsOnAvx512) {
   EXPECT_NE(log.find("wino"), std::string::npos) << log;
 }
 
-// 16 channels in and out, 3x3, stride 1: the backward-weights runs Winograd on the channels-last
-// tensors read as nChw16c (the same bytes, so nothing is staged), and matches the reference,
-// with and without padding (where oneDNN may decline Winograd: then the direct kernel runs).
-TEST(NnConvWinograd, SixteenChannelBackwardWeightsReadsChannelsLastInPlace) {
-  if (dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core) {
-    GTEST_SKIP() << "oneDNN's Winograd kernel needs AVX-512";
-  }
-  for (ConvRef g :
-       {ConvRef{.n = 3, .c = 16, .h = 9, .w = 7, .o = 16, .kh = 3, .kw = 3, .pad = {1, 1}},
-        ConvRef{.n = 2, .c = 16, .h = 8, .w = 8, .o = 16, .kh = 3, .kw = 3}}) {
-    Tensor x = channels_last_copy(random_tensor(g.x_shape(), 47));
-    Tensor dy = channels_last_copy(random_tensor(g.y_shape(), 48));
-    std::vector<Tensor> grads;
-    const std::string log = dnnl_verbose_output(
-        [&] { grads = ops::conv2d_backward_weights(dy, x, g.w_shape(), false, g.options()); });
-    const std::string name = "16 channels " + g.x_shape().str() + " -> " + g.y_shape().str();
-    expect_close(values_of(grads[0]), g.backward_weights(values_of(dy), values_of(x)), 1e-4, 1e-3,
-                 name + " backward weights");
-    if (g.pad[0] == 1) {
-      EXPECT_NE(log.find("jit_wino_4x3:avx512_core,backward_weights"), std::string::npos) << log;
-      EXPECT_EQ(log.find("reorder"), std::string::npos) << log;
-    }
-  }
-}
-
 TEST(NnConvErrors, BadInputsNameOpAndShapes) {
   expect_error_mentions(
       [] {

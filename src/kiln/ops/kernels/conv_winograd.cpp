@@ -30,8 +30,8 @@
 // the input transform reads a tile's 36 pixels of one channel block and writes V; the product
 // takes, per position and per block of 16 output channels, 16 weight vectors into registers and
 // runs them against kTiles tiles at once (kTiles accumulators; each FMA broadcasts one V value
-// from memory); the output transform reads M and writes the 4x4 outputs. A task is one row of
-// tiles of one image.
+// from memory); the output transform reads M and writes the 4x4 outputs. A task is kTiles
+// consecutive tiles. The weight gradient (further down) reuses the input transform.
 //
 // Measured within ResNet-20's training step (batch 128, 2 threads, graph mode, medians of 3 runs
 // of 20 steps, ms per launch): see the table in bench/README.md ("Winograd by hand"). At 64
@@ -61,13 +61,13 @@ struct Geometry {
 
 // u[p][c][o] = (G g Gᵀ)[p] for filter g = w[o, c], G = [[¼, 0, 0], [-⅙, -⅙, -⅙], [-⅙, ⅙, -⅙],
 // [1/24, 1/12, ⅙], [1/24, -1/12, ⅙], [0, 0, 1]], in double and rounded once.
+constexpr double kG[kSide][3] = {{1.0 / 4, 0, 0},
+                                 {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                 {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                 {0, 0, 1}};
 void transform_weights(const float* w, int64_t outs, int64_t ins, float* u) {
-  static constexpr double kG[kSide][3] = {{1.0 / 4, 0, 0},
-                                          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                          {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                          {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                          {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                          {0, 0, 1}};
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t c = 0; c < ins; ++c) {
       const float* g = w + (o * ins + c) * 9;
@@ -302,6 +302,147 @@ void forward(const Plane<const float>& x, const float* u, const float* bias, con
   }
 }
 
+// ---- Backward-weights. With M = U ⊙ V and Y = Aᵀ M A, the gradient reaching M is A dY Aᵀ (a
+// 6x6 from the 4x4 output gradient) and the one reaching U is (A dY Aᵀ) ⊙ V, summed over the
+// tiles: dU[p][c][o] = Σ_tiles V[p][c] · Ŷ[p][o] with Ŷ = A dY Aᵀ, a matrix product over the
+// tiles per position. Each thread sums its tiles into a dU of its own; the sums are added and
+// taken back to the 3x3 filters once, dw = Gᵀ dU G.
+
+// Tiles per accumulation pass: the 16 accumulators of a (position, channel blocks) pair are
+// loaded and stored once a pass.
+constexpr int kGradTiles = 14;
+
+// m = A y, A = Aᵀ transposed: [[1, 0, 0, 0], [1, 1, 1, 1], [1, -1, 1, -1], [1, 2, 4, 8],
+// [1, -2, 4, -8], [0, 0, 0, 1]].
+inline void transform_gradient_1d(const __m512 (&y)[kTile], __m512 (&m)[kSide]) {
+  const __m512 even = _mm512_add_ps(y[0], y[2]), odd = _mm512_add_ps(y[1], y[3]);
+  const __m512 even4 = fma_by(4.f, y[2], y[0]), odd8 = fma_by(8.f, y[3], _mm512_add_ps(y[1], y[1]));
+  m[0] = y[0];
+  m[1] = _mm512_add_ps(even, odd);
+  m[2] = _mm512_sub_ps(even, odd);
+  m[3] = _mm512_add_ps(even4, odd8);
+  m[4] = _mm512_sub_ps(even4, odd8);
+  m[5] = y[3];
+}
+
+// Ŷ = A dY Aᵀ for output tile (ty, tx) of image n in channel block b (zeros outside the output),
+// position p to yh + p·stride; prefetches the next row of tiles' gradient.
+inline void transform_gradient_tile(const Plane<const float>& dy, const Geometry& g, int64_t n,
+                                    int64_t b, int64_t ty, int64_t tx, float* yh, int64_t stride) {
+  const float* db = dy.block(n, b);
+  const int64_t pixel = dy.pixel();
+  __m512 columns[kTile][kSide];  // columns[j] = A (column j of dY)
+#pragma GCC unroll 4
+  for (int j = 0; j < kTile; ++j) {
+    const int64_t ox = kTile * tx + j;
+    __m512 z[kTile];
+#pragma GCC unroll 4
+    for (int i = 0; i < kTile; ++i) {
+      const int64_t oy = kTile * ty + i;
+      z[i] = oy < g.oh && ox < g.ow ? _mm512_loadu_ps(db + (oy * g.ow + ox) * pixel)
+                                    : _mm512_setzero_ps();
+    }
+    transform_gradient_1d(z, columns[j]);
+  }
+#pragma GCC unroll 4
+  for (int i = kTile; i < 2 * kTile; ++i) {
+    const int64_t oy = kTile * ty + i;
+#pragma GCC unroll 4
+    for (int j = 0; j < kTile; ++j) {
+      const int64_t ox = kTile * tx + j;
+      if (oy < g.oh && ox < g.ow) __builtin_prefetch(db + (oy * g.ow + ox) * pixel, 0, 3);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kSide; ++i) {
+    __m512 row[kTile], r[kSide];
+#pragma GCC unroll 4
+    for (int j = 0; j < kTile; ++j) row[j] = columns[j][i];
+    transform_gradient_1d(row, r);
+#pragma GCC unroll 6
+    for (int j = 0; j < kSide; ++j) _mm512_store_ps(yh + (kSide * i + j) * stride, r[j]);
+  }
+}
+
+// du[p][c][o] += Σ_t v[t][p][c] · yh[t][p][o] over `tiles` tiles.
+template <int C, int O>
+void accumulate(int tiles, const float* v, const float* yh, float* du) {
+  for (int p = 0; p < kPositions; ++p) {
+    for (int cb = 0; cb < C; cb += kLanes) {
+      for (int ob = 0; ob < O; ob += kLanes) {
+        float* out = du + (p * C + cb) * O + ob;
+        __m512 acc[kLanes];
+#pragma GCC unroll 16
+        for (int k = 0; k < kLanes; ++k) acc[k] = _mm512_load_ps(out + k * O);
+        for (int t = 0; t < tiles; ++t) {
+          const __m512 grad = _mm512_load_ps(yh + (t * kPositions + p) * O + ob);
+          const float* vt = v + (t * kPositions + p) * C + cb;
+#pragma GCC unroll 16
+          for (int k = 0; k < kLanes; ++k) {
+            acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(vt[k]), grad, acc[k]);
+          }
+        }
+#pragma GCC unroll 16
+        for (int k = 0; k < kLanes; ++k) _mm512_store_ps(out + k * O, acc[k]);
+      }
+    }
+  }
+}
+
+// dw[o][c] = Gᵀ du[·][c][o] G, in double and rounded once (G as in transform_weights).
+void transform_weight_gradient(const float* du, int64_t outs, int64_t ins, float* dw) {
+  for (int64_t o = 0; o < outs; ++o) {
+    for (int64_t c = 0; c < ins; ++c) {
+      double t[3][kSide];  // Gᵀ du
+      for (int a = 0; a < 3; ++a) {
+        for (int k = 0; k < kSide; ++k) {
+          double sum = 0;
+          for (int i = 0; i < kSide; ++i)
+            sum += kG[i][a] * du[((i * kSide + k) * ins + c) * outs + o];
+          t[a][k] = sum;
+        }
+      }
+      float* g = dw + (o * ins + c) * 9;
+      for (int a = 0; a < 3; ++a) {
+        for (int b = 0; b < 3; ++b) {
+          double sum = 0;
+          for (int k = 0; k < kSide; ++k) sum += t[a][k] * kG[k][b];
+          g[3 * a + b] = float(sum);
+        }
+      }
+    }
+  }
+}
+
+// Each thread's dU in `partials` (threads × 36·C·O floats, 64-byte aligned, zeroed).
+template <int C, int O>
+void backward_weights(const Plane<const float>& x, const Plane<const float>& dy, const Geometry& g,
+                      float* partials, int threads) {
+  const int64_t tile_rows = g.tile_rows(), tile_cols = g.tile_cols();
+  const int64_t total = g.n * tile_rows * tile_cols;
+#pragma omp parallel num_threads(threads)
+  {
+    alignas(64) float v[kGradTiles * kPositions * C];
+    alignas(64) float yh[kGradTiles * kPositions * O];
+    float* du = partials + omp_get_thread_num() * kPositions * C * O;
+#pragma omp for schedule(static)
+    for (int64_t first = 0; first < total; first += kGradTiles) {
+      const int tiles = int(std::min<int64_t>(kGradTiles, total - first));
+      for (int t = 0; t < tiles; ++t) {
+        const int64_t tile = first + t, n = tile / (tile_rows * tile_cols),
+                      ty = tile / tile_cols % tile_rows, tx = tile % tile_cols;
+        for (int64_t b = 0; b < C / kLanes; ++b) {
+          transform_input_tile(x, g, n, b, ty, tx, v + t * kPositions * C + b * kLanes, C);
+        }
+        for (int64_t b = 0; b < O / kLanes; ++b) {
+          transform_gradient_tile(dy, g, n, b, ty, tx, yh + t * kPositions * O + b * kLanes, O);
+        }
+      }
+      accumulate<C, O>(tiles, v, yh, du);
+    }
+  }
+}
+
 bool dense_nchw16c(const Tensor& t) {
   return t.rank() == 4 && t.dim(1) % kLanes == 0 && t.is_dense();
 }
@@ -387,6 +528,29 @@ void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, cons
   with_channels(c, o, [&](auto ci, auto oi) { forward<ci(), oi()>(xp, u, b, yp, g); });
 }
 
+void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tensor& x,
+                                   bool x_blocked, const Attrs& a, Tensor& dw) {
+  const Geometry g = checked_geometry("winograd_3x3_backward_weights", x, x_blocked, dw.shape(), a,
+                                      dy, dy_blocked);
+  if (!dw.is_contiguous() || dw.dtype() != DType::f32) {
+    throw Error("winograd_3x3_backward_weights: weight gradient " + describe(dw) +
+                " must be contiguous f32");
+  }
+  const int64_t c = x.dim(1), o = dy.dim(1), size = kPositions * c * o;
+  const int threads = omp_get_max_threads();
+  float* partials = thread_buffer(size_t(threads * size));
+  std::fill(partials, partials + threads * size, 0.0f);
+  const Plane<const float> xp{x.data<float>(), c, g.h, g.w, x_blocked};
+  const Plane<const float> dyp{dy.data<float>(), o, g.oh, g.ow, dy_blocked};
+  with_channels(
+      c, o, [&](auto ci, auto oi) { backward_weights<ci(), oi()>(xp, dyp, g, partials, threads); });
+  for (int t = 1; t < threads; ++t) {
+    const float* part = partials + t * size;
+    for (int64_t i = 0; i < size; ++i) partials[i] += part[i];
+  }
+  transform_weight_gradient(partials, o, c, dw.data<float>());
+}
+
 #else  // no AVX-512
 
 bool winograd_3x3_fits(const Shape&, const Shape&, const Attrs&) {
@@ -398,6 +562,10 @@ bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const Attrs&, const
 void winograd_3x3_forward(const Tensor&, bool, const Tensor&, const Tensor*, const Attrs&, Tensor&,
                           bool) {
   throw Error("winograd_3x3_forward: built without AVX-512");
+}
+void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, const Attrs&,
+                                   Tensor&) {
+  throw Error("winograd_3x3_backward_weights: built without AVX-512");
 }
 
 #endif

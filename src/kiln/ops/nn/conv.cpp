@@ -112,9 +112,9 @@ dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::memory::desc& s
 // reorder on each side. Measured on this machine at batch 128, 2 threads, reorders included —
 // 64->64 at 7x7: forward 1.23 -> 0.95 ms, backward-data 1.30 -> 0.99, backward-weights 1.24 ->
 // 1.06; at 8x8 1.52/1.80/1.64 -> 0.95/0.95/1.05. At 32 channels the reorders eat the gain
-// (14x14: 1.20/1.39/1.14 -> 1.27/1.36/1.35), at 16 Winograd is slower outright (but for the
-// backward-weights, once the reorders are gone: winograd_backward_weights). Its rounding
-// differs from the direct kernel's (still f32 accuracy); eager and graph mode run the same one.
+// (14x14: 1.20/1.39/1.14 -> 1.27/1.36/1.35), at 16 Winograd is slower outright. (16 and 32
+// channels run Kiln's own F(4x4, 3x3) instead, kernels/conv_winograd.h.) Its rounding differs
+// from the direct kernel's (still f32 accuracy); eager and graph mode run the same one.
 struct ConvAlgorithm {
   dnnl::algorithm alg = dnnl::algorithm::convolution_direct;
   dnnl::memory::desc src, dst;  // activations as the primitive reads/writes them
@@ -145,20 +145,6 @@ dnnl::memory::desc activation_desc(const Tensor& t, bool is_blocked, const Attrs
     return blocked_desc(md);
   }
   return md;
-}
-
-// The backward-weights of a 16-channel 3x3 stride-1 convolution runs Winograd, on activations
-// described as nChw16c: with a single block of 16 channels that is a channels-last tensor's own
-// bytes, so nothing is staged (the reorders are what made Winograd lose at 16 channels above).
-// Measured at batch 128, 28x28, 2 threads, activations already in place: 1.17-1.24 ms against
-// 1.47-1.55 for the direct kernel. Its forward and backward-data stay direct: Winograd takes
-// 2.05 and 2.07 ms there, against 1.43 and 1.51.
-// `x_nchw16c`, `dy_nchw16c`: graph mode keeps that activation blocked.
-bool winograd_backward_weights(DType dtype, const ConvGeom& g, const Attrs& a, const Tensor& x,
-                               bool x_nchw16c, const Tensor& dy, bool dy_nchw16c) {
-  return dtype == DType::f32 && g.groups == 1 && g.c == 16 && g.o == 16 && g.kh == 3 && g.kw == 3 &&
-         a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 && a.dilation[1] == 1 &&
-         (x_nchw16c || x.is_channels_last()) && (dy_nchw16c || dy.is_channels_last());
 }
 
 ConvAlgorithm choose_algorithm(const ConvGeom& g, const Attrs& a, DType dtype,
@@ -562,6 +548,16 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
     single_channel_conv_backward_weights(dy, x, dw, out.size() == 2 ? &out[1] : nullptr);
     return;
   }
+  // 16 or 32 channels, 3x3, stride 1: Winograd F(4x4, 3x3) (kernels/conv_winograd.h); a bias
+  // gradient is a separate channel sum, which reads dy through its strides (so not blocked).
+  if (can_run_winograd_3x3(x, input_is_nchw16c(a, 1), dw.shape(), a, dy, input_is_nchw16c(a, 0)) &&
+      (out.size() == 1 || !input_is_nchw16c(a, 0))) {
+    winograd_3x3_backward_weights(dy, input_is_nchw16c(a, 0), x, input_is_nchw16c(a, 1), a, dw);
+    if (out.size() == 2) {
+      reduce_tensor(ReduceKind::sum, dy, {true, false, true, true}, 1.0, out[1]);
+    }
+    return;
+  }
   Key key;
   key.add(4).add(dy).add(x).add(dw.shape()).add(has_bias);
   add_conv_key(key, g, a);
@@ -575,34 +571,14 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
     const dnnl::memory::desc* bias_md = has_bias ? &bmd : nullptr;
     ConvAlgorithm alg = choose_algorithm(g, a, x.dtype(), src, wany, bias_md, diff_dst);
     WindowArgs wa = window_args(a);
-    auto backward_weights_pd = [&](const ConvAlgorithm& chosen) {
-      auto hint = forward_pd(chosen.src, wany, bias_md, chosen.dst, a, chosen.alg);
-      auto desc = has_bias
-                      ? dnnl::convolution_backward_weights::desc(chosen.alg, chosen.src, wany, bmd,
-                                                                 chosen.dst, wa.strides, wa.dilates,
-                                                                 wa.padding, wa.padding)
-                      : dnnl::convolution_backward_weights::desc(chosen.alg, chosen.src, wany,
-                                                                 chosen.dst, wa.strides, wa.dilates,
-                                                                 wa.padding, wa.padding);
-      return dnnl::convolution_backward_weights::primitive_desc(desc, scratchpad_attr(), engine(),
-                                                                hint);
-    };
-    std::optional<dnnl::convolution_backward_weights::primitive_desc> maybe_pd;
-    if (alg.alg == dnnl::algorithm::convolution_direct &&
-        winograd_backward_weights(x.dtype(), g, a, x, input_is_nchw16c(a, 1), dy,
-                                  input_is_nchw16c(a, 0))) {
-      try {
-        // The same bytes described as blocked (see winograd_backward_weights).
-        maybe_pd = backward_weights_pd(
-            {dnnl::algorithm::convolution_winograd, blocked_desc(src), blocked_desc(diff_dst)});
-        src = blocked_desc(src);
-        diff_dst = blocked_desc(diff_dst);
-      } catch (const dnnl::error&) {
-        // Declined for this shape: direct it is.
-      }
-    }
-    if (!maybe_pd) maybe_pd = backward_weights_pd(alg);
-    const auto& pd = *maybe_pd;
+    auto hint = forward_pd(alg.src, wany, bias_md, alg.dst, a, alg.alg);
+    auto desc = has_bias ? dnnl::convolution_backward_weights::desc(alg.alg, alg.src, wany, bmd,
+                                                                    alg.dst, wa.strides, wa.dilates,
+                                                                    wa.padding, wa.padding)
+                         : dnnl::convolution_backward_weights::desc(alg.alg, alg.src, wany, alg.dst,
+                                                                    wa.strides, wa.dilates,
+                                                                    wa.padding, wa.padding);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, scratchpad_attr(), engine(), hint);
     ConvPrim prim;
     prim.conv = Runner(dnnl::convolution_backward_weights(pd), pd);
     prim.activation(DNNL_ARG_SRC, src, pd.src_desc(), true);
