@@ -2,6 +2,8 @@
 // reference, called directly in both layouts and through the conv2d ops that dispatch to it.
 #include "kiln/ops/kernels/conv_winograd.h"
 
+#include "kiln/ops/kernels/batch_norm_rows.h"
+
 #include "conv_kernel_cases.h"
 
 namespace kiln::testing {
@@ -142,6 +144,40 @@ TEST_P(WinogradConv, OpsUseTheKernel) {
   const int64_t plane = c.g.oh() * c.g.ow();
   for (size_t i = 0; i < dyv.size(); ++i) db[size_t(int64_t(i) / plane % c.g.o)] += dyv[i];
   expect_close(values_of(grads[1]), db, 1e-4, 1e-4, "db");
+}
+
+// Reading x through a batch norm + relu (graph mode's bn_relu_conv) gives the same bits as
+// convolving the batch-norm kernel's own relu output, forward and weight gradient, in both
+// layouts.
+TEST_P(WinogradConv, BatchNormReluOnTheInputMatchesItsOutput) {
+  if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
+  const Case& c = GetParam();
+  const ops::Attrs a = window(c.g.pad);
+  const int64_t channels = c.g.c;
+  Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 13, -2.f, 3.f));
+  Tensor gamma = random_tensor({channels}, 14, 0.5f, 1.5f), beta = random_tensor({channels}, 15);
+  Tensor rm = Tensor::zeros({channels}), rv = Tensor::ones({channels});
+  Tensor mean = Tensor::empty({channels}), inv_std = Tensor::empty({channels});
+  Tensor r = channels_last_empty(c.g.x_shape());
+  ops::batch_norm_rows_forward(x, gamma, beta, rm, rv, nullptr, {.relu = true}, r, mean, inv_std);
+  std::vector<float> scale(static_cast<size_t>(channels));
+  for (int64_t i = 0; i < channels; ++i) {
+    scale[size_t(i)] = ops::batch_norm_scale(gamma.data<float>()[i], inv_std.data<float>()[i]);
+  }
+  const ops::BnReluInput bn{mean.data<float>(), scale.data(), beta.data<float>()};
+  Tensor w = random_tensor(c.g.w_shape(), 16),
+         dy = channels_last_copy(random_tensor(c.g.y_shape(), 17));
+  for (bool blocked : {false, true}) {
+    const Tensor xin = blocked ? to_nchw16c(x) : x, rin = blocked ? to_nchw16c(r) : r;
+    Tensor want = channels_last_empty(c.g.y_shape()), got = channels_last_empty(c.g.y_shape());
+    ops::winograd_3x3_forward(rin, blocked, w, nullptr, a, want, false);
+    ops::winograd_3x3_forward(xin, blocked, w, nullptr, a, got, false, &bn);
+    EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>()) << c.name << " forward";
+    Tensor dw_want = Tensor::empty(c.g.w_shape()), dw_got = Tensor::empty(c.g.w_shape());
+    ops::winograd_3x3_backward_weights(dy, false, rin, blocked, a, dw_want);
+    ops::winograd_3x3_backward_weights(dy, false, xin, blocked, a, dw_got, &bn);
+    EXPECT_EQ(dw_got.to_vector<float>(), dw_want.to_vector<float>()) << c.name << " dw";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, WinogradConv, ::testing::ValuesIn(kCases),

@@ -126,13 +126,14 @@ std::string CompileReport::str() const {
     << " kernels in " << compile_ms << " ms (trace " << trace_ms << " ms): folded " << folded
     << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
     << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
-    << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", matmul+update "
-    << fused_update << ", pool+conv grad " << fused_pooled_conv_grad << ", recording pools "
-    << recording_pools << ", streaming stores " << streaming_stores << ", relu masks " << relu_masks
-    << ", blocked " << blocked_values << " (reorders " << layout_reorders << "); arena "
-    << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
-    << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
-    << inplace_reuses << ", inputs read in place " << inputs_in_place << ", largest workspace "
+    << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", bn+relu into conv "
+    << fused_bn_relu_conv << ", matmul+update " << fused_update << ", pool+conv grad "
+    << fused_pooled_conv_grad << ", recording pools " << recording_pools << ", streaming stores "
+    << streaming_stores << ", relu masks " << relu_masks << ", blocked " << blocked_values
+    << " (reorders " << layout_reorders << "); arena " << double(arena_bytes) / 1048576.0
+    << " MiB (live peak " << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
+    << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses
+    << ", inputs read in place " << inputs_in_place << ", largest workspace "
     << double(workspace_bytes) / 1048576.0 << " MiB (outside the arena "
     << double(workspace_outside_arena) / 1048576.0 << " MiB)";
   return s.str();
@@ -159,6 +160,7 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
     report.fused_update += passes::fuse_matmul_momentum(graph);
     report.fused_bn_relu += passes::fuse_bn_relu(graph);
     report.fused_epilogue += passes::fuse_epilogues(graph);
+    if (options.bn_relu_into_conv) report.fused_bn_relu_conv += passes::fuse_bn_relu_conv(graph);
     report.fused_pooled_conv_grad += passes::fuse_pooled_conv_grad(graph);
     report.fused_elementwise += passes::fuse_elementwise(graph);
     report.fused_reduction += passes::fuse_reductions(graph);
@@ -166,7 +168,7 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
     // What survived (a reduction may swallow an elementwise fusion).
     report.fused_elementwise = report.fused_epilogue = report.fused_reduction =
         report.fused_bn_relu = report.fused_update = report.fused_pooled_conv_grad =
-            report.recording_pools = 0;
+            report.recording_pools = report.fused_bn_relu_conv = 0;
     for (NodeId n : graph.schedule()) {
       switch (graph.node(n).type) {
         case NodeType::fused_elementwise:
@@ -182,6 +184,9 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
         case NodeType::bn_relu_grad:
         case NodeType::bn_add_relu_grad:
           ++report.fused_bn_relu;
+          break;
+        case NodeType::bn_relu_conv:
+          ++report.fused_bn_relu_conv;
           break;
         case NodeType::fused_update:
           ++report.fused_update;

@@ -34,6 +34,9 @@ struct CompileOptions {
   // Keep activations in oneDNN's blocked layout between the kernels that read it (with
   // fusion; passes/block_layout.cpp).
   bool block_layout = true;
+  // A batch norm + relu read only by 3x3 convolutions that Kiln's Winograd kernel runs is
+  // applied by them as they read (with fusion; passes/fuse_bn_relu_conv.cpp).
+  bool bn_relu_into_conv = true;
   // A relu output the backward reads last only for the relu's gradient is kept as a byte mask
   // after its last other reader (with fusion; passes/compact_relu_masks.cpp).
   bool relu_masks = true;
@@ -61,10 +64,11 @@ struct CompileReport {
   int simplified = 0, folded = 0, cse_merged = 0, dce_removed = 0;
   int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0,
       fused_update = 0, fused_pooled_conv_grad = 0;
-  int recording_pools = 0;   // max pools that record their winners (conv_relu_pool, pool_winners)
-  int streaming_stores = 0;  // batch-norm outputs written past the caches (stream_stores.cpp)
-  int relu_masks = 0;        // relu outputs kept as bytes (compact_relu_masks.cpp)
-  int64_t arena_bytes = 0;   // the plan's peak
+  int fused_bn_relu_conv = 0;  // convolutions reading relu(batch_norm(x)) on the fly
+  int recording_pools = 0;     // max pools that record their winners (conv_relu_pool, pool_winners)
+  int streaming_stores = 0;    // batch-norm outputs written past the caches (stream_stores.cpp)
+  int relu_masks = 0;          // relu outputs kept as bytes (compact_relu_masks.cpp)
+  int64_t arena_bytes = 0;     // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants

@@ -24,6 +24,9 @@ std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<c
     case NodeType::bn_relu_grad:
     case NodeType::bn_add_relu_grad:
       return make_bn_relu_kernel(node, inputs, outputs);
+    case NodeType::bn_stats:
+    case NodeType::bn_relu_conv:
+      return make_bn_relu_conv_kernel(node, inputs, outputs);
     case NodeType::fused_reduction:
       return make_reduction_kernel(node, inputs, outputs);
     case NodeType::fused_update:

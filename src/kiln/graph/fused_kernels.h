@@ -51,8 +51,8 @@ class WorkspaceCarver {
 };
 
 // Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
-// fused_reduction, fused_update, reorder, pooled_conv_grad, conv_relu_pool, pool_winners or
-// relu_mask) over the tensors it will be run with.
+// bn_stats, bn_relu_conv, fused_reduction, fused_update, reorder, pooled_conv_grad,
+// conv_relu_pool, pool_winners or relu_mask) over the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 
@@ -151,6 +151,10 @@ std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
                                                     std::span<const Tensor> outputs);
 std::shared_ptr<SpecialKernel> make_bn_relu_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
+// bn_stats and bn_relu_conv (kernels/bn_relu_conv.cpp).
+std::shared_ptr<SpecialKernel> make_bn_relu_conv_kernel(const Node& node,
+                                                        std::span<const Tensor> inputs,
+                                                        std::span<const Tensor> outputs);
 std::shared_ptr<SpecialKernel> make_reduction_kernel(const Node& node,
                                                      std::span<const Tensor> inputs,
                                                      std::span<const Tensor> outputs);

@@ -244,7 +244,8 @@ std::string node_label(const Node& node) {
     case NodeType::bn_add_relu_grad:
     case NodeType::fused_update:
     case NodeType::pooled_conv_grad:
-    case NodeType::conv_relu_pool: {
+    case NodeType::conv_relu_pool:
+    case NodeType::bn_relu_conv: {
       std::string s = "fused[";
       for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
       return s + "]";
@@ -256,6 +257,8 @@ std::string node_label(const Node& node) {
       return "max_pool2d+winners";
     case NodeType::relu_mask:
       return "relu_mask";
+    case NodeType::bn_stats:
+      return "batch_norm[statistics]";
   }
   return "?";
 }
@@ -265,6 +268,7 @@ uint32_t mutated_inputs(const Node& node) {
     case NodeType::op:
       return ops::op_def(node.op).mutated_inputs;
     case NodeType::bn_relu:  // the running statistics, at batch_norm's positions
+    case NodeType::bn_stats:
       return node.attrs.training ? ops::op_def(node.op).mutated_inputs : 0;
     case NodeType::fused_update:
       return 1u << kFusedUpdateVelocity;

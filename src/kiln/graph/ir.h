@@ -76,6 +76,11 @@ enum class NodeType : uint8_t {
                       // reshape reads it
   relu_mask,          // u8 1 where the f32 input is > 0, else 0: what a later relu_grad reads of
                       // a relu output that is otherwise dead (passes/compact_relu_masks.cpp)
+  bn_stats,           // batch_norm's statistics alone: inputs (x, gamma, beta, running_mean,
+                      // running_var), outputs (mean, inv_std); for bn_relu_conv's readers
+  bn_relu_conv,       // conv2d (`op`) reading relu(batch_norm(x)) on the fly: inputs (x, w, gamma,
+                      // beta, mean, inv_std); or conv2d_backward_weights: (dy, x, gamma, beta,
+                      // mean, inv_std) (passes/fuse_bn_relu_conv.cpp)
 };
 
 // A fused_update node's inputs: the parameter (read for weight decay), the product's operands,

@@ -3,13 +3,15 @@
 // at every convolution; a compiled step can instead keep an activation blocked from the
 // convolution that writes it to every kernel that reads it, when those kernels all understand
 // the layout:
-//  - convolutions (conv2d, conv2d_backward_data, conv2d_backward_weights) take each activation
-//    in either layout (Attrs::nchw16c says which) and write a blocked one where it pays;
-//  - batch norm (plain or fused with relu / residual add) and elementwise ops do not care where
-//    an element lives as long as all their full-size operands agree: they run in the layout most
-//    of their inputs have, and their outputs get it too. Elementwise operands with one value per
-//    (sample, channel) ([N, C, 1, 1], [1, C, 1, 1], scalars) stay channels-last: against a blocked
-//    output the kernel repeats them with the layout's period (kernels/blocked_spatial.cpp);
+//  - convolutions (conv2d, conv2d_backward_data, conv2d_backward_weights, plain or reading
+//    relu(batch_norm(x)) on the fly) take each activation in either layout (Attrs::nchw16c says
+//    which) and write a blocked one where it pays;
+//  - batch norm (plain, fused with relu / residual add, or its statistics alone) and elementwise
+//    ops do not care where an element lives as long as all their full-size operands agree: they
+//    run in the layout most of their inputs have, and their outputs get it too. Elementwise
+//    operands with one value per (sample, channel) ([N, C, 1, 1], [1, C, 1, 1], scalars) stay
+//    channels-last: against a blocked output the kernel repeats them with the layout's period
+//    (kernels/blocked_spatial.cpp);
 //  - a mean or sum over exactly H and W (the global average pool) reads either layout as it is;
 //  - anything else (pooling, reshapes, broadcasts, graph outputs) reads channels-last, through
 //    a reorder node inserted before it (one per value and direction, shared by its readers).
@@ -35,7 +37,7 @@ struct ConvArgs {
 // channels: oneDNN has no fast kernel mixing a blocked tensor with a channels-last one of, say,
 // 3 channels, so such a convolution stays channels-last, and so do its arguments.
 bool convolution_args(const Graph& graph, const Node& node, ConvArgs& args) {
-  if (node.type != NodeType::op) return false;
+  if (node.type != NodeType::op && node.type != NodeType::bn_relu_conv) return false;
   switch (node.op) {
     case OpKind::conv2d:
     case OpKind::conv2d_backward_data:
@@ -96,6 +98,9 @@ bool layout_agnostic_args(const Graph& graph, const Node& node, ConvArgs& args) 
       return true;
     case NodeType::bn_relu_grad:
       args = {{0, 1, 2}, {0}};
+      return true;
+    case NodeType::bn_stats:
+      args = {{0}, {}};
       return true;
     case NodeType::bn_add_relu_grad:
       args = {{0, 1, 2, 3}, {0, 3}};

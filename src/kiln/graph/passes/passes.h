@@ -38,6 +38,11 @@ int fuse_matmul_momentum(Graph& graph);
 // written) or alone (fuse_pooled_conv_grad.cpp).
 int fuse_pooled_conv_grad(Graph& graph);
 
+// (g) A batch norm + relu read only by 3x3 stride-1 convolutions of 16 or 32 channels (forward
+// and weight gradient): they apply it to their input as they read it, the relu output is never
+// written, and the batch norm keeps only its statistics (fuse_bn_relu_conv.cpp).
+int fuse_bn_relu_conv(Graph& graph);
+
 // Layout propagation: 4-D f32 activations of 32+ channels (a multiple of 16) stay in oneDNN's
 // blocked nChw16c layout between the kernels that read it — convolutions, batch norm and
 // same-shape elementwise ops (which do not care about element order) — so the convolutions

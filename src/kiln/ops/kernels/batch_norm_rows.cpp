@@ -98,7 +98,7 @@ std::vector<float> per_position(const Plan& plan, const float* per_channel) {
 std::vector<float> scale_per_position(const Plan& plan, const float* gamma, const float* inv_std) {
   std::vector<float> scale(static_cast<size_t>(plan.channels));
   for (int64_t i = 0; i < plan.channels; ++i) {
-    scale[size_t(i)] = float(double(gamma[i]) * double(inv_std[i]));
+    scale[size_t(i)] = batch_norm_scale(gamma[i], inv_std[i]);
   }
   return per_position(plan, scale.data());
 }
@@ -383,8 +383,8 @@ void normalize(const T* x, const T* residual, T* y, const Plan& plan, const floa
                const float* scale, const float* beta) {
   auto body = [=](auto w, int64_t off, int64_t pos) {
     constexpr int W = decltype(w)::value;
-    Vec<W> v = vfma(vsub(vload<W>(x + off), vload<W>(mean + pos)), vload<W>(scale + pos),
-                    vload<W>(beta + pos));
+    Vec<W> v = vnormalize(vload<W>(x + off), vload<W>(mean + pos), vload<W>(scale + pos),
+                          vload<W>(beta + pos));
     if constexpr (kResidual) v = vadd(v, vload<W>(residual + off));
     if constexpr (kRelu) v = vrelu(v);
     if constexpr (kStream) {
@@ -565,18 +565,13 @@ const char* batch_norm_layout_requirement(bool blocked) {
   return blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike";
 }
 
-void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                             const Tensor& running_mean, const Tensor& running_var,
-                             const Tensor* residual, const BatchNormRowsOptions& o, const Tensor& y,
-                             const Tensor& mean_t, const Tensor& inv_std_t) {
-  if (!can_run_batch_norm(x, {&y, residual}, o.blocked)) {
-    throw Error(std::string("batch_norm_rows_forward: tensors are not ") +
-                batch_norm_layout_requirement(o.blocked) + ": x " + describe(x) + ", y " +
-                describe(y) + (residual ? ", residual " + describe(*residual) : std::string()));
-  }
+namespace {
+
+// The statistics half of batch_norm_rows_forward: mean and inv_std, and in training the running
+// statistics' update. Returns false where there is nothing to normalize.
+bool statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                const BatchNormRowsOptions& o, const Plan* plan, float* mean, float* inv_std) {
   const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
-  float* mean = mean_t.data<float>();
-  float* inv_std = inv_std_t.data<float>();
   float* rm = running_mean.data<float>();
   float* rv = running_var.data<float>();
   if (rows == 0 || c == 0) {
@@ -584,14 +579,13 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
       mean[i] = o.training ? 0.0f : rm[i];
       inv_std[i] = float(1.0 / std::sqrt((o.training ? 0.0 : double(rv[i])) + o.eps));
     }
-    return;
+    return false;
   }
-  const Plan plan = o.blocked ? make_blocked_plan(x) : make_plan(rows, c);
   if (o.training) {
     std::vector<double> m(static_cast<size_t>(c)), v(static_cast<size_t>(c));
     with_storage(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      batch_stats<T>(x.data<T>(), plan, m.data(), v.data());
+      batch_stats<T>(x.data<T>(), *plan, m.data(), v.data());
     });
     const double mom = o.momentum, unbias = rows > 1 ? double(rows) / double(rows - 1) : 1.0;
     for (int64_t i = 0; i < c; ++i) {
@@ -607,6 +601,40 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
       inv_std[i] = float(1.0 / std::sqrt(double(rv[i]) + o.eps));
     }
   }
+  return true;
+}
+
+Plan plan_for(const Tensor& x, bool blocked) {
+  const int64_t c = x.dim(1), rows = c > 0 ? x.numel() / c : 0;
+  return blocked ? make_blocked_plan(x) : make_plan(rows, std::max<int64_t>(c, 1));
+}
+
+}  // namespace
+
+void batch_norm_rows_statistics(const Tensor& x, const Tensor& running_mean,
+                                const Tensor& running_var, const BatchNormRowsOptions& o,
+                                const Tensor& mean_t, const Tensor& inv_std_t) {
+  if (!can_run_batch_norm(x, {}, o.blocked)) {
+    throw Error(std::string("batch_norm_rows_statistics: x ") + describe(x) + " is not " +
+                batch_norm_layout_requirement(o.blocked));
+  }
+  const Plan plan = plan_for(x, o.blocked);
+  statistics(x, running_mean, running_var, o, &plan, mean_t.data<float>(), inv_std_t.data<float>());
+}
+
+void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor* residual, const BatchNormRowsOptions& o, const Tensor& y,
+                             const Tensor& mean_t, const Tensor& inv_std_t) {
+  if (!can_run_batch_norm(x, {&y, residual}, o.blocked)) {
+    throw Error(std::string("batch_norm_rows_forward: tensors are not ") +
+                batch_norm_layout_requirement(o.blocked) + ": x " + describe(x) + ", y " +
+                describe(y) + (residual ? ", residual " + describe(*residual) : std::string()));
+  }
+  float* mean = mean_t.data<float>();
+  float* inv_std = inv_std_t.data<float>();
+  const Plan plan = plan_for(x, o.blocked);
+  if (!statistics(x, running_mean, running_var, o, &plan, mean, inv_std)) return;
   const std::vector<float> mean_p = per_position(plan, mean);
   const std::vector<float> scale_p = scale_per_position(plan, gamma.data<float>(), inv_std);
   const std::vector<float> beta_p = per_position(plan, beta.data<float>());

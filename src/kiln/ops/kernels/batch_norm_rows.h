@@ -68,6 +68,19 @@ void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor&
                              const Tensor* residual, const BatchNormRowsOptions& options,
                              const Tensor& y, const Tensor& mean, const Tensor& inv_std);
 
+// The statistics part of batch_norm_rows_forward alone: mean, inv_std and (training) the
+// running statistics' update, y not written. For graph mode's bn_relu_conv, whose convolution
+// reads relu(batch_norm(x)) on the fly.
+void batch_norm_rows_statistics(const Tensor& x, const Tensor& running_mean,
+                                const Tensor& running_var, const BatchNormRowsOptions& options,
+                                const Tensor& mean, const Tensor& inv_std);
+
+// gamma·inv_std rounded to float: the scale every normalizing kernel multiplies by (see
+// batch_norm_vec.h's vnormalize).
+inline float batch_norm_scale(float gamma, float inv_std) {
+  return float(double(gamma) * double(inv_std));
+}
+
 // The gradients of batch_norm_rows_forward without residual, given dy = dL/dy (before the relu
 // when relu_out is non-null: then dy passes only where relu_out > 0, as relu_grad does).
 // dgamma = Σ dy·(x - mean)·inv_std and dbeta = Σ dy per channel; dx = gamma·inv_std·(dy -

@@ -87,6 +87,14 @@ inline Vec<W> vrelu(Vec<W> a) {
   for (int i = 0; i < W; ++i) a.v[i] = a.v[i] < 0.0f ? 0.0f : a.v[i];
   return a;
 }
+// Batch norm's output before any residual: (x - mean)·scale + beta, scale = gamma·inv_std (see
+// batch_norm_scale), one rounding in the fma. Every kernel that normalizes uses this one, so a
+// value computed twice (the fused backward's relu mask, a convolution reading relu(normalize(x))
+// on the fly) has the same bits.
+template <int W>
+inline Vec<W> vnormalize(Vec<W> x, Vec<W> mean, Vec<W> scale, Vec<W> beta) {
+  return vfma(vsub(x, mean), scale, beta);
+}
 // g where r > 0, else 0: relu_grad's mask.
 template <int W>
 inline Vec<W> vpass(Vec<W> r, Vec<W> g) {

@@ -17,6 +17,7 @@
 #endif
 
 #include "kiln/core/error.h"
+#include "kiln/ops/kernels/batch_norm_vec.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
 // How it works. F(4x4, 3x3) computes a 4x4 block of outputs from a 6x6 block of inputs d as
@@ -184,10 +185,27 @@ struct Plane {
 // (zeros outside the image); position p = 6i + j goes to v + p·stride. Also prefetches the
 // input rows this tile's columns bring in for the next row of tiles (the next task): a task
 // ahead, where the hardware prefetcher, seeing rows of only a few tiles, comes too late.
-inline void transform_input_tile(const Plane<const float>& x, const Geometry& g, int64_t n,
-                                 int64_t b, int64_t ty, int64_t tx, float* v, int64_t stride) {
+// With kBnRelu each pixel read is relu(batch_norm(pixel)) first, as `bn` says (padding stays 0).
+template <bool kBnRelu>
+inline void transform_input_tile(const Plane<const float>& x, const BnReluInput* bn,
+                                 const Geometry& g, int64_t n, int64_t b, int64_t ty, int64_t tx,
+                                 float* v, int64_t stride) {
+  using batch_norm_vec::Vec;
   const float* xb = x.block(n, b);
   const int64_t pixel = x.pixel();
+  [[maybe_unused]] Vec<16> mean, scale, beta;
+  if constexpr (kBnRelu) {
+    mean = {_mm512_loadu_ps(bn->mean + b * kLanes)};
+    scale = {_mm512_loadu_ps(bn->scale + b * kLanes)};
+    beta = {_mm512_loadu_ps(bn->beta + b * kLanes)};
+  }
+  auto read = [&](const float* at) {
+    const __m512 raw = _mm512_loadu_ps(at);
+    if constexpr (kBnRelu) {
+      return batch_norm_vec::vrelu(batch_norm_vec::vnormalize(Vec<16>{raw}, mean, scale, beta)).v;
+    }
+    return raw;
+  };
   __m512 columns[kSide][kSide];  // columns[j] = Bᵀ (column j of d)
 #pragma GCC unroll 6
   for (int j = 0; j < kSide; ++j) {
@@ -196,9 +214,8 @@ inline void transform_input_tile(const Plane<const float>& x, const Geometry& g,
 #pragma GCC unroll 6
     for (int i = 0; i < kSide; ++i) {
       const int64_t iy = kTile * ty - g.ph + i;
-      z[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
-                 ? _mm512_loadu_ps(xb + (iy * g.w + ix) * pixel)
-                 : _mm512_setzero_ps();
+      z[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? read(xb + (iy * g.w + ix) * pixel)
+                                                        : _mm512_setzero_ps();
     }
     transform_input_1d(z, columns[j]);
   }
@@ -263,9 +280,9 @@ inline void transform_output_tile(const float* m, int64_t stride, __m512 bias,
   }
 }
 
-template <int C, int O>
-void forward(const Plane<const float>& x, const float* u, const float* bias, const Plane<float>& y,
-             const Geometry& g) {
+template <int C, int O, bool kBnRelu>
+void forward(const Plane<const float>& x, const BnReluInput* bn, const float* u, const float* bias,
+             const Plane<float>& y, const Geometry& g) {
   const int64_t tile_rows = g.tile_rows(), tile_cols = g.tile_cols();
   const int64_t total = g.n * tile_rows * tile_cols;
   // Tile t of the whole batch, in (image, row, column) order.
@@ -286,7 +303,8 @@ void forward(const Plane<const float>& x, const float* u, const float* bias, con
       for (int t = 0; t < tiles; ++t) {
         const auto at = tile_at(first + t);
         for (int64_t b = 0; b < C / kLanes; ++b) {
-          transform_input_tile(x, g, at.n, b, at.ty, at.tx, v + t * kPositions * C + b * kLanes, C);
+          transform_input_tile<kBnRelu>(x, bn, g, at.n, b, at.ty, at.tx,
+                                        v + t * kPositions * C + b * kLanes, C);
         }
       }
       multiply_tiles<C, O>(tiles, v, u, m);
@@ -415,9 +433,10 @@ void transform_weight_gradient(const float* du, int64_t outs, int64_t ins, float
 }
 
 // Each thread's dU in `partials` (threads × 36·C·O floats, 64-byte aligned, zeroed).
-template <int C, int O>
-void backward_weights(const Plane<const float>& x, const Plane<const float>& dy, const Geometry& g,
-                      float* partials, int threads) {
+template <int C, int O, bool kBnRelu>
+void backward_weights(const Plane<const float>& x, const BnReluInput* bn,
+                      const Plane<const float>& dy, const Geometry& g, float* partials,
+                      int threads) {
   const int64_t tile_rows = g.tile_rows(), tile_cols = g.tile_cols();
   const int64_t total = g.n * tile_rows * tile_cols;
 #pragma omp parallel num_threads(threads)
@@ -432,7 +451,8 @@ void backward_weights(const Plane<const float>& x, const Plane<const float>& dy,
         const int64_t tile = first + t, n = tile / (tile_rows * tile_cols),
                       ty = tile / tile_cols % tile_rows, tx = tile % tile_cols;
         for (int64_t b = 0; b < C / kLanes; ++b) {
-          transform_input_tile(x, g, n, b, ty, tx, v + t * kPositions * C + b * kLanes, C);
+          transform_input_tile<kBnRelu>(x, bn, g, n, b, ty, tx, v + t * kPositions * C + b * kLanes,
+                                        C);
         }
         for (int64_t b = 0; b < O / kLanes; ++b) {
           transform_gradient_tile(dy, g, n, b, ty, tx, yh + t * kPositions * O + b * kLanes, O);
@@ -510,7 +530,7 @@ void with_channels(int64_t c, int64_t o, F f) {
 }  // namespace
 
 void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
-                          const Attrs& a, Tensor& y, bool y_blocked) {
+                          const Attrs& a, Tensor& y, bool y_blocked, const BnReluInput* bn) {
   const Geometry g =
       checked_geometry("winograd_3x3_forward", x, x_blocked, w.shape(), a, y, y_blocked);
   if (!w.is_contiguous() || w.dtype() != DType::f32 ||
@@ -525,11 +545,15 @@ void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, cons
   const Plane<const float> xp{x.data<float>(), c, g.h, g.w, x_blocked};
   const Plane<float> yp{y.data<float>(), o, g.oh, g.ow, y_blocked};
   const float* b = bias ? bias->data<float>() : nullptr;
-  with_channels(c, o, [&](auto ci, auto oi) { forward<ci(), oi()>(xp, u, b, yp, g); });
+  with_channels(c, o, [&](auto ci, auto oi) {
+    if (bn) return forward<ci(), oi(), true>(xp, bn, u, b, yp, g);
+    forward<ci(), oi(), false>(xp, nullptr, u, b, yp, g);
+  });
 }
 
 void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tensor& x,
-                                   bool x_blocked, const Attrs& a, Tensor& dw) {
+                                   bool x_blocked, const Attrs& a, Tensor& dw,
+                                   const BnReluInput* bn) {
   const Geometry g = checked_geometry("winograd_3x3_backward_weights", x, x_blocked, dw.shape(), a,
                                       dy, dy_blocked);
   if (!dw.is_contiguous() || dw.dtype() != DType::f32) {
@@ -542,8 +566,10 @@ void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tens
   std::fill(partials, partials + threads * size, 0.0f);
   const Plane<const float> xp{x.data<float>(), c, g.h, g.w, x_blocked};
   const Plane<const float> dyp{dy.data<float>(), o, g.oh, g.ow, dy_blocked};
-  with_channels(
-      c, o, [&](auto ci, auto oi) { backward_weights<ci(), oi()>(xp, dyp, g, partials, threads); });
+  with_channels(c, o, [&](auto ci, auto oi) {
+    if (bn) return backward_weights<ci(), oi(), true>(xp, bn, dyp, g, partials, threads);
+    backward_weights<ci(), oi(), false>(xp, nullptr, dyp, g, partials, threads);
+  });
   for (int t = 1; t < threads; ++t) {
     const float* part = partials + t * size;
     for (int64_t i = 0; i < size; ++i) partials[i] += part[i];
@@ -560,11 +586,11 @@ bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const Attrs&, const
   return false;
 }
 void winograd_3x3_forward(const Tensor&, bool, const Tensor&, const Tensor*, const Attrs&, Tensor&,
-                          bool) {
+                          bool, const BnReluInput*) {
   throw Error("winograd_3x3_forward: built without AVX-512");
 }
-void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, const Attrs&,
-                                   Tensor&) {
+void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, const Attrs&, Tensor&,
+                                   const BnReluInput*) {
   throw Error("winograd_3x3_backward_weights: built without AVX-512");
 }
 

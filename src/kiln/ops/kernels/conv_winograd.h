@@ -31,15 +31,31 @@ bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape, const Attrs& 
 bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
                           const Tensor& y, bool y_blocked);
 
+// A batch norm + relu applied to a convolution's input as it is read: the convolution sees
+// relu((x - mean)·scale + beta) per input channel (graph mode's bn_relu_conv: batch norm and
+// relu fused into the convolutions that read their output, which is then never written). Each
+// pointer: C floats, scale = batch_norm_scale(gamma, inv_std); the values are those
+// batch_norm_rows_forward would have written, bit for bit (batch_norm_vec.h's vnormalize).
+// Padding stays zero.
+struct BnReluInput {
+  const float* mean = nullptr;
+  const float* scale = nullptr;
+  const float* beta = nullptr;
+};
+
 // y = conv(x, w) + bias, under can_run_winograd_3x3. w is contiguous f32 OIHW; bias is f32 [O] or
 // null. The padding comes from a.
+// With `bn`, x is read through it.
 void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
-                          const Attrs& a, Tensor& y, bool y_blocked);
+                          const Attrs& a, Tensor& y, bool y_blocked,
+                          const BnReluInput* bn = nullptr);
 
 // dw = the weight gradient of y = conv(x, w) given dy = dL/dy, under
 // can_run_winograd_3x3(x, x_blocked, dw.shape(), a, dy, dy_blocked); dw is contiguous f32 OIHW.
 // Each thread sums a fixed share of the tiles, so the result depends on the thread count only.
+// With `bn`, x is read through it.
 void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tensor& x,
-                                   bool x_blocked, const Attrs& a, Tensor& dw);
+                                   bool x_blocked, const Attrs& a, Tensor& dw,
+                                   const BnReluInput* bn = nullptr);
 
 }  // namespace kiln::ops
