@@ -127,7 +127,7 @@ TEST(BlockLayout, ResidualBlockRunsBlockedAndMatchesChannelsLast) {
   StepResult blocked = train(32, true), plain = train(32, false);
   EXPECT_GE(blocked.report.blocked_values, 8);
   EXPECT_EQ(blocked.report.fused_bn_relu_conv, 2);  // the second convolution and its weight grad
-  EXPECT_GT(blocked.report.layout_reorders, 0);  // the input, and the loss's square/mean
+  EXPECT_GT(blocked.report.layout_reorders, 0);     // the input, and the loss's square/mean
   EXPECT_LT(blocked.report.layout_reorders, blocked.report.blocked_values);
   EXPECT_EQ(plain.report.blocked_values, 0);
   EXPECT_EQ(std::count(plain.types.begin(), plain.types.end(), NodeType::reorder), 0);
