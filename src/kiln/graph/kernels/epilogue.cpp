@@ -414,7 +414,7 @@ bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<cons
         winograd_conv(in[0].dtype(), in[0].shape(), in[1].shape(), node.attrs)) {
       return false;
     }
-    // 16 or 32 channels, 3x3, stride 1: the op's kernel runs Kiln's Winograd F(2x2, 3x3)
+    // 16 or 32 channels, 3x3, stride 1: the op's kernel runs Kiln's Winograd F(4x4, 3x3)
     // (ops/kernels/conv_winograd.h), faster there than any oneDNN primitive; with post-ops the
     // primitive stays.
     if (node.post_ops.empty() && (in.size() == 2 || in[2].dtype() == DType::f32) &&

@@ -308,8 +308,8 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
     single_channel_conv_forward(x, w, has_bias ? &bias : nullptr, false, y);
     return;
   }
-  // 16 or 32 channels, 3x3, stride 1: Winograd F(2x2, 3x3), faster than any of oneDNN's kernels
-  // there (numbers in kernels/conv_winograd.cpp).
+  // 16 or 32 channels, 3x3, stride 1: Kiln's Winograd F(4x4, 3x3), faster than any of oneDNN's
+  // kernels there (numbers in kernels/conv_winograd.cpp).
   if (can_run_winograd_3x3(x, input_is_nchw16c(a, 0), w.shape(), a, y, output_is_nchw16c(a, 0)) &&
       (!has_bias || bias.dtype() == DType::f32)) {
     winograd_3x3_forward(x, input_is_nchw16c(a, 0), w, has_bias ? &bias : nullptr, a, y,
