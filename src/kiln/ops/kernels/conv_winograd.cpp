@@ -239,6 +239,22 @@ inline void transform_input_tile(const Plane<const float>& x, const BnReluInput*
   }
 }
 
+// Prefetches the output-sized tensor's pixels of tile (ty + 1, tx), the same column in the next
+// row of tiles (the next task's), where they lie inside the output; kWrite: for writing.
+template <int kWrite>
+inline void prefetch_next_tile_row(const float* base, const Geometry& g, int64_t ty, int64_t tx,
+                                   int64_t pixel) {
+#pragma GCC unroll 4
+  for (int i = kTile; i < 2 * kTile; ++i) {
+    const int64_t oy = kTile * ty + i;
+#pragma GCC unroll 4
+    for (int j = 0; j < kTile; ++j) {
+      const int64_t ox = kTile * tx + j;
+      if (oy < g.oh && ox < g.ow) __builtin_prefetch(base + (oy * g.ow + ox) * pixel, kWrite, 3);
+    }
+  }
+}
+
 // Y = Aᵀ M A + bias for one 16-channel block of a tile, M at m + p·stride, written to output
 // tile (ty, tx) of image n within the output's extent. Also prefetches, for writing, the output
 // lines of the next row of tiles.
@@ -255,15 +271,7 @@ inline void transform_output_tile(const float* m, int64_t stride, __m512 bias,
   }
   float* yb = y.block(n, b);
   const int64_t pixel = y.pixel();
-#pragma GCC unroll 4
-  for (int i = kTile; i < 2 * kTile; ++i) {
-    const int64_t oy = kTile * ty + i;
-#pragma GCC unroll 4
-    for (int j = 0; j < kTile; ++j) {
-      const int64_t ox = kTile * tx + j;
-      if (oy < g.oh && ox < g.ow) __builtin_prefetch(yb + (oy * g.ow + ox) * pixel, 1, 3);
-    }
-  }
+  prefetch_next_tile_row</*kWrite=*/1>(yb, g, ty, tx, pixel);
 #pragma GCC unroll 4
   for (int i = 0; i < kTile; ++i) {
     const int64_t oy = kTile * ty + i;
@@ -362,15 +370,7 @@ inline void transform_gradient_tile(const Plane<const float>& dy, const Geometry
     }
     transform_gradient_1d(z, columns[j]);
   }
-#pragma GCC unroll 4
-  for (int i = kTile; i < 2 * kTile; ++i) {
-    const int64_t oy = kTile * ty + i;
-#pragma GCC unroll 4
-    for (int j = 0; j < kTile; ++j) {
-      const int64_t ox = kTile * tx + j;
-      if (oy < g.oh && ox < g.ow) __builtin_prefetch(db + (oy * g.ow + ox) * pixel, 0, 3);
-    }
-  }
+  prefetch_next_tile_row</*kWrite=*/0>(db, g, ty, tx, pixel);
 #pragma GCC unroll 6
   for (int i = 0; i < kSide; ++i) {
     __m512 row[kTile], r[kSide];
