@@ -100,7 +100,7 @@ int fuse_bn_relu_conv(Graph& graph) {
     Node& stats = graph.node(bn_id);
     stats.type = NodeType::bn_stats;
     stats.outputs = {mean, inv_std};
-    stats.members = {"batch_norm"};
+    stats.members = {"batch_norm[statistics]"};
     for (size_t i = 0; i < 2; ++i) {
       Value& v = graph.value(stats.outputs[i]);
       v.producer = bn_id;
