@@ -183,8 +183,9 @@ struct Plane {
 
 // V = Bᵀ d B for the 6x6 input tile d of output tile (ty, tx) in channel block b of image n
 // (zeros outside the image); position p = 6i + j goes to v + p·stride. Also prefetches the
-// input rows this tile's columns bring in for the next row of tiles (the next task): a task
-// ahead, where the hardware prefetcher, seeing rows of only a few tiles, comes too late.
+// input rows this tile's columns bring in for the next row of tiles (with a 28-wide output, the
+// next task's): about a task ahead, where the hardware prefetcher, seeing rows of only a few
+// tiles, comes too late.
 // With kBnRelu each pixel read is relu(batch_norm(pixel)) first, as `bn` says (padding stays 0).
 template <bool kBnRelu>
 inline void transform_input_tile(const Plane<const float>& x, const BnReluInput* bn,
@@ -240,7 +241,7 @@ inline void transform_input_tile(const Plane<const float>& x, const BnReluInput*
 }
 
 // Prefetches the output-sized tensor's pixels of tile (ty + 1, tx), the same column in the next
-// row of tiles (the next task's), where they lie inside the output; kWrite: for writing.
+// row of tiles (about a task ahead), where they lie inside the output; kWrite: for writing.
 template <int kWrite>
 inline void prefetch_next_tile_row(const float* base, const Geometry& g, int64_t ty, int64_t tx,
                                    int64_t pixel) {
