@@ -121,13 +121,10 @@ void expect_same_training(const StepResult& blocked, const StepResult& plain) {
 
 // 32 channels: the convolutions, batch norms and their fused relu / residual / relu_grad run
 // blocked (Winograd convolutions), and the step trains exactly as the channels-last one does.
-// (The first batch norm + relu is applied by the second convolution as it reads: its output is
-// no value, passes/fuse_bn_relu_conv.cpp.)
 TEST(BlockLayout, ResidualBlockRunsBlockedAndMatchesChannelsLast) {
   StepResult blocked = train(32, true), plain = train(32, false);
-  EXPECT_GE(blocked.report.blocked_values, 8);
-  EXPECT_EQ(blocked.report.fused_bn_relu_conv, 2);  // the second convolution and its weight grad
-  EXPECT_GT(blocked.report.layout_reorders, 0);     // the input, and the loss's square/mean
+  EXPECT_GT(blocked.report.blocked_values, 8);
+  EXPECT_GT(blocked.report.layout_reorders, 0);  // the input, and the loss's square/mean
   EXPECT_LT(blocked.report.layout_reorders, blocked.report.blocked_values);
   EXPECT_EQ(plain.report.blocked_values, 0);
   EXPECT_EQ(std::count(plain.types.begin(), plain.types.end(), NodeType::reorder), 0);

@@ -6,7 +6,8 @@ namespace kiln::graph {
 namespace {
 using namespace testing;
 
-// conv -> BN -> relu -> conv (3x3, 16 or 32 channels) -> loss, trained with SGD; the batch norm's
+// conv -> BN -> relu -> conv (3x3, 16 or 32 channels, 8·16·17 output pixels: enough for the
+// Winograd kernel, see winograd_3x3_pays) -> loss, trained with SGD; the batch norm's
 // statistics, the second convolution (reading relu(batch_norm(x)) on the fly) and its weight
 // gradient, and the batch norm's gradient (reading x for the mask it never read r for).
 struct TwoConvolutions {
@@ -49,7 +50,7 @@ struct Trained {
 
 Trained train(int64_t channels, bool into_conv, bool block_layout) {
   TwoConvolutions net(channels);
-  Tensor x = channels_last(random_tensor({4, channels, 7, 9}, 5));
+  Tensor x = channels_last(random_tensor({8, channels, 16, 17}, 5));
   Executable exe(net.trace_step(x),
                  {.fusion = true, .block_layout = block_layout, .bn_relu_into_conv = into_conv});
   Trained t;
@@ -73,7 +74,7 @@ void expect_bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor
 // the step computes the unfused step's values bit for bit: the convolutions normalize with the
 // batch-norm kernel's own arithmetic, and the Winograd kernel runs either way.
 TEST(FuseBnReluConv, FusesAndTrainsBitForBitAsWithout) {
-  if (!ops::winograd_3x3_fits({4, 16, 7, 9}, {16, 16, 3, 3}, {.padding = {1, 1}})) {
+  if (!ops::winograd_3x3_fits({8, 16, 16, 17}, {16, 16, 3, 3}, {.padding = {1, 1}})) {
     GTEST_SKIP() << "no Winograd kernel in this build";
   }
   for (int64_t channels : {16, 32}) {
@@ -104,12 +105,13 @@ TEST(FuseBnReluConv, FusesAndTrainsBitForBitAsWithout) {
 }
 
 // Where some other reader needs the relu output (here the loss reads it too), it stays a
-// fused[batch_norm,relu] output and the convolution reads it as before.
+// fused[batch_norm,relu] output and the convolution reads it as before; so where the
+// convolution is too small for the Winograd kernel.
 TEST(FuseBnReluConv, OtherReadersKeepTheReluOutput) {
   Tensor w = random_tensor({16, 16, 3, 3}, 6, -0.2f, 0.2f);
   Tensor gamma = random_tensor({16}, 7, 0.5f, 1.5f), beta = random_tensor({16}, 8);
   Tensor rm = Tensor::zeros({16}), rv = Tensor::ones({16});
-  Tensor x = channels_last(random_tensor({2, 16, 6, 6}, 9));
+  Tensor x = channels_last(random_tensor({8, 16, 16, 17}, 9));
   Graph g;
   {
     Tracer tracer(g);
@@ -124,6 +126,12 @@ TEST(FuseBnReluConv, OtherReadersKeepTheReluOutput) {
   EXPECT_EQ(exe.report().fused_bn_relu_conv, 0);
   EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_relu), 1);
   EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_stats), 0);
+  EXPECT_EQ(train(16, true, false).report.fused_bn_relu_conv, 2);  // where it pays, it fuses
+  TwoConvolutions small(16);
+  Tensor few = channels_last(random_tensor({2, 16, 7, 9}, 10));
+  Executable small_exe(small.trace_step(few), {.fusion = true});
+  EXPECT_EQ(small_exe.report().fused_bn_relu_conv, 0);
+  EXPECT_EQ(count_nodes(small_exe.graph(), NodeType::bn_relu), 1);
 }
 
 }  // namespace

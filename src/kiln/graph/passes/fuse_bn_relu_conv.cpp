@@ -1,7 +1,7 @@
 // Graph-kernel fusion (g): a batch norm + relu whose output only 3x3 stride-1 convolutions of
-// 16 or 32 channels read (the first half of a ResNet block: conv -> BN -> relu -> conv) is
-// applied by those convolutions to their input as they read it, in Kiln's Winograd kernel
-// (ops/kernels/conv_winograd.h):
+// 16 or 32 channels read (the first half of a ResNet block: conv -> BN -> relu -> conv), each
+// large enough for Kiln's Winograd kernel to pay (ops/kernels/conv_winograd.h), is applied by
+// those convolutions to their input as they read it:
 //
 //   (r, mean, inv_std) = fused[batch_norm,relu](x, gamma, beta, running_mean, running_var)
 //   y = conv2d(r, w);  dw = conv2d_backward_weights(dy, r)
@@ -40,11 +40,13 @@ Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
     return true;
   };
   if (is_live_op(user, OpKind::conv2d) && user.inputs.size() == 2 && reads_only_at(0) &&
-      ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape, user.attrs)) {
+      ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape, user.attrs) &&
+      ops::winograd_3x3_pays(rm.shape, user.attrs)) {
     return Reader::convolution;
   }
   if (is_live_op(user, OpKind::conv2d_backward_weights) && user.attrs.axes.empty() &&
-      reads_only_at(1) && ops::winograd_3x3_fits(rm.shape, Shape(user.attrs.shape), user.attrs)) {
+      reads_only_at(1) && ops::winograd_3x3_fits(rm.shape, Shape(user.attrs.shape), user.attrs) &&
+      ops::winograd_3x3_pays(rm.shape, user.attrs)) {
     return Reader::weight_gradient;
   }
   // Given beta (input 6) the fused gradient recomputes the relu mask from x: its r is not read.

@@ -60,28 +60,49 @@ struct Geometry {
   int64_t tile_cols() const { return (ow + kTile - 1) / kTile; }
 };
 
-// u[p][c][o] = (G g Gᵀ)[p] for filter g = w[o, c], G = [[¼, 0, 0], [-⅙, -⅙, -⅙], [-⅙, ⅙, -⅙],
-// [1/24, 1/12, ⅙], [1/24, -1/12, ⅙], [0, 0, 1]], in double and rounded once.
-constexpr double kG[kSide][3] = {{1.0 / 4, 0, 0},
-                                 {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                 {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                 {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                 {0, 0, 1}};
+// G = [[¼, 0, 0], [-⅙, -⅙, -⅙], [-⅙, ⅙, -⅙], [1/24, 1/12, ⅙], [1/24, -1/12, ⅙], [0, 0, 1]].
+constexpr float kG[kSide][3] = {{1.0f / 4, 0, 0},
+                                {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                {0, 0, 1}};
+
+// Σ_r coefficients[r]·v[r] for compile-time coefficients, skipping the zero ones.
+template <int N>
+inline __m512 combine(const float (&coefficients)[N], const __m512* v) {
+  __m512 sum = _mm512_setzero_ps();
+  for (int r = 0; r < N; ++r) {
+    if (coefficients[r] != 0) sum = _mm512_fmadd_ps(_mm512_set1_ps(coefficients[r]), v[r], sum);
+  }
+  return sum;
+}
+
+// Lane l of a gather or scatter over the 16 output channels ob..ob+15 of an OIHW 3x3 tensor
+// with `ins` input channels: l·ins·9 floats on.
+inline __m512i output_channel_offsets(int64_t ins) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(int(ins * 9)));
+}
+
+// u[p][c][o] = (G g Gᵀ)[p] for filter g = w[o, c], 16 output channels at a time (once per call:
+// with a batch of one it is a good part of the work).
 void transform_weights(const float* w, int64_t outs, int64_t ins, float* u) {
-  for (int64_t o = 0; o < outs; ++o) {
-    for (int64_t c = 0; c < ins; ++c) {
-      const float* g = w + (o * ins + c) * 9;
-      double t[kSide][3];  // G g
+  const __m512i lanes = output_channel_offsets(ins);
+  for (int64_t c = 0; c < ins; ++c) {
+    for (int64_t ob = 0; ob < outs; ob += kLanes) {
+      __m512 g[9];
+      for (int k = 0; k < 9; ++k) g[k] = _mm512_i32gather_ps(lanes, w + (ob * ins + c) * 9 + k, 4);
+      __m512 t[kSide][3];  // G g
       for (int i = 0; i < kSide; ++i) {
         for (int j = 0; j < 3; ++j) {
-          t[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+          const __m512 column[3] = {g[j], g[3 + j], g[6 + j]};
+          t[i][j] = combine(kG[i], column);
         }
       }
       for (int i = 0; i < kSide; ++i) {
         for (int k = 0; k < kSide; ++k) {
-          u[((i * kSide + k) * ins + c) * outs + o] =
-              float(t[i][0] * kG[k][0] + t[i][1] * kG[k][1] + t[i][2] * kG[k][2]);
+          _mm512_store_ps(u + ((i * kSide + k) * ins + c) * outs + ob, combine(kG[k], t[i]));
         }
       }
     }
@@ -408,25 +429,29 @@ void accumulate(int tiles, const float* v, const float* yh, float* du) {
   }
 }
 
-// dw[o][c] = Gᵀ du[·][c][o] G, in double and rounded once (G as in transform_weights).
+// dw[o][c] = Gᵀ du[·][c][o] G (G as in transform_weights), 16 output channels at a time.
 void transform_weight_gradient(const float* du, int64_t outs, int64_t ins, float* dw) {
-  for (int64_t o = 0; o < outs; ++o) {
-    for (int64_t c = 0; c < ins; ++c) {
-      double t[3][kSide];  // Gᵀ du
-      for (int a = 0; a < 3; ++a) {
-        for (int k = 0; k < kSide; ++k) {
-          double sum = 0;
-          for (int i = 0; i < kSide; ++i)
-            sum += kG[i][a] * du[((i * kSide + k) * ins + c) * outs + o];
-          t[a][k] = sum;
+  const __m512i lanes = output_channel_offsets(ins);
+  for (int64_t c = 0; c < ins; ++c) {
+    for (int64_t ob = 0; ob < outs; ob += kLanes) {
+      __m512 t[3][kSide];  // Gᵀ du
+      for (int k = 0; k < kSide; ++k) {
+        __m512 column[kSide];
+        for (int i = 0; i < kSide; ++i) {
+          column[i] = _mm512_load_ps(du + ((i * kSide + k) * ins + c) * outs + ob);
+        }
+        for (int a = 0; a < 3; ++a) {
+          float coefficients[kSide];
+          for (int i = 0; i < kSide; ++i) coefficients[i] = kG[i][a];
+          t[a][k] = combine(coefficients, column);
         }
       }
-      float* g = dw + (o * ins + c) * 9;
       for (int a = 0; a < 3; ++a) {
         for (int b = 0; b < 3; ++b) {
-          double sum = 0;
-          for (int k = 0; k < kSide; ++k) sum += t[a][k] * kG[k][b];
-          g[3 * a + b] = float(sum);
+          float coefficients[kSide];
+          for (int k = 0; k < kSide; ++k) coefficients[k] = kG[k][b];
+          _mm512_i32scatter_ps(dw + (ob * ins + c) * 9 + 3 * a + b, lanes,
+                               combine(coefficients, t[a]), 4);
         }
       }
     }
@@ -480,6 +505,13 @@ bool winograd_3x3_fits(const Shape& x, const Shape& w, const Attrs& a) {
     }
   }
   return x[0] > 0 && x[2] + 2 * a.padding[0] >= 3 && x[3] + 2 * a.padding[1] >= 3;
+}
+
+bool winograd_3x3_pays(const Shape& x, const Attrs& a) {
+  constexpr int64_t kMinOutputPixels = 2048;
+  if (x.rank() != 4) return false;
+  const int64_t oh = x[2] + 2 * a.padding[0] - 2, ow = x[3] + 2 * a.padding[1] - 2;
+  return x[0] * oh * ow >= kMinOutputPixels;
 }
 
 bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
@@ -581,6 +613,9 @@ void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tens
 #else  // no AVX-512
 
 bool winograd_3x3_fits(const Shape&, const Shape&, const Attrs&) {
+  return false;
+}
+bool winograd_3x3_pays(const Shape&, const Attrs&) {
   return false;
 }
 bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const Attrs&, const Tensor&, bool) {

@@ -25,6 +25,13 @@ namespace kiln::ops {
 // 1, dilation 1, padding 0..2 in each dim, a non-empty output; false in a build without AVX-512.
 bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape, const Attrs& a);
 
+// Whether the ops (and graph mode's fusion) use the kernel for a convolution the kernel fits:
+// from 2,048 output pixels (N·OH·OW) on. Below that its fixed costs (the weights' transform, a
+// parallel region, partly filled tile products) make it slower than oneDNN's direct kernel:
+// batch 1 at 28x28 with 16 channels 0.017 against 0.012 ms, at 14x14 with 32 channels 0.051
+// against 0.011; batch 3 at 28x28 0.028 against 0.038, 12 at 14x14 0.095 against 0.111.
+bool winograd_3x3_pays(const Shape& x_shape, const Attrs& a);
+
 // The rule for tensors: winograd_3x3_fits, f32, and x and y each dense channels-last or, where
 // `x_blocked` / `y_blocked` says so, in oneDNN's nChw16c (graph mode's blocked layout; only
 // data() is read, see batch_norm_rows.h for the element order).

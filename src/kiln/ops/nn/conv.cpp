@@ -311,7 +311,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   // 16 or 32 channels, 3x3, stride 1: Kiln's Winograd F(4x4, 3x3), faster than any of oneDNN's
   // kernels there (numbers in kernels/conv_winograd.cpp).
   if (can_run_winograd_3x3(x, input_is_nchw16c(a, 0), w.shape(), a, y, output_is_nchw16c(a, 0)) &&
-      (!has_bias || bias.dtype() == DType::f32)) {
+      winograd_3x3_pays(x.shape(), a) && (!has_bias || bias.dtype() == DType::f32)) {
     winograd_3x3_forward(x, input_is_nchw16c(a, 0), w, has_bias ? &bias : nullptr, a, y,
                          output_is_nchw16c(a, 0));
     return;
@@ -444,7 +444,8 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
   Attrs flipped = a;  // dx as a forward convolution of dy (stride 1: see runs_as_flipped_forward)
   flipped.padding = {g.kh - 1 - a.padding[0], g.kw - 1 - a.padding[1]};
   if (can_run_winograd_3x3(dy, input_is_nchw16c(a, 0), Shape{g.c, g.o, g.kh, g.kw}, flipped, dx,
-                           output_is_nchw16c(a, 0))) {
+                           output_is_nchw16c(a, 0)) &&
+      winograd_3x3_pays(dy.shape(), flipped)) {
     winograd_3x3_forward(dy, input_is_nchw16c(a, 0), flipped_weights(w), nullptr, flipped, dx,
                          output_is_nchw16c(a, 0));
     return;
@@ -551,7 +552,7 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   // 16 or 32 channels, 3x3, stride 1: Winograd F(4x4, 3x3) (kernels/conv_winograd.h); a bias
   // gradient is a separate channel sum, which reads dy through its strides (so not blocked).
   if (can_run_winograd_3x3(x, input_is_nchw16c(a, 1), dw.shape(), a, dy, input_is_nchw16c(a, 0)) &&
-      (out.size() == 1 || !input_is_nchw16c(a, 0))) {
+      winograd_3x3_pays(x.shape(), a) && (out.size() == 1 || !input_is_nchw16c(a, 0))) {
     winograd_3x3_backward_weights(dy, input_is_nchw16c(a, 0), x, input_is_nchw16c(a, 1), a, dw);
     if (out.size() == 2) {
       reduce_tensor(ReduceKind::sum, dy, {true, false, true, true}, 1.0, out[1]);
