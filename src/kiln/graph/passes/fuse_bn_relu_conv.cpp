@@ -39,7 +39,10 @@ Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
     }
     return true;
   };
+  // (The kernel reads the weights as they lie: a dense OIHW tensor.)
   if (is_live_op(user, OpKind::conv2d) && user.inputs.size() == 2 && reads_only_at(0) &&
+      dense_as_meta(graph, user.inputs[1]) &&
+      graph.value(user.inputs[1]).meta.layout == ops::Layout::contiguous &&
       ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape, user.attrs) &&
       ops::winograd_3x3_pays(rm.shape, user.attrs)) {
     return Reader::convolution;
