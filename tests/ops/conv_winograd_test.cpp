@@ -21,7 +21,7 @@ const Case kCases[] = {
     {"resnet_32_14x14_pad1", wino(11, 32, 14, 14, 32, 1)},
     {"16_to_32_odd_7x9_pad0", wino(3, 16, 7, 9, 32, 0)},
     {"32_to_16_5x6_pad2", wino(2, 32, 5, 6, 16, 2)},
-    // 15 tiles a row: two products of 7 tiles and one of 1.
+    // 8 tiles of 4x4 in one row of tiles: a product of 7 tiles and one of 1.
     {"wide_row_16_4x30_pad1", wino(1, 16, 4, 30, 16, 1)},
     {"one_output_pixel_3x3_pad0", wino(2, 16, 3, 3, 16, 0)},
     {"one_pixel_input_pad1", wino(2, 32, 1, 1, 32, 1)},
