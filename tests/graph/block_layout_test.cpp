@@ -70,17 +70,8 @@ struct Block {
   }
   bool downsample, pooled;
   Graph trace_step(const Tensor& x) {
-    Graph g;
-    Tracer tracer(g);
-    tracer.bind_state(numbered("p", params, numbered("s", stats)));
-    Tensor tx = tracer.input(ops::meta_of(x), "x");
-    Tensor l = loss(tx);
-    std::vector<Tensor> grads = gradients(tracer, l, params);
-    Tensor lr = Tensor::scalar(0.05);
-    for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
-    tracer.add_output(l);
-    tracer.finish();
-    return g;
+    return trace_sgd_step([&](const std::vector<Tensor>& in) { return loss(in[0]); }, params,
+                          {{"x", x}}, Tensor::scalar(0.05), numbered("s", stats));
   }
   std::vector<Tensor> params, stats;
 };

@@ -72,22 +72,35 @@ inline std::vector<std::pair<std::string, Tensor>> numbered(
   return state;
 }
 
-// Traces forward + loss + backward + SGD update into one graph.
-inline Graph trace_step(const LossFn& f, std::vector<Tensor>& params, const Tensor& x,
-                        const Tensor& labels, const Tensor& lr) {
+// Traces forward + loss + backward + SGD update of `params` into one graph. The params are step
+// state p0, p1, … after `state` (other step state: BatchNorm running statistics, say); `loss`
+// gets the graph's inputs, traced from `inputs` (name, example) in order.
+inline Graph trace_sgd_step(const std::function<Tensor(const std::vector<Tensor>&)>& loss,
+                            std::vector<Tensor>& params,
+                            const std::vector<std::pair<std::string, Tensor>>& inputs,
+                            const Tensor& lr,
+                            std::vector<std::pair<std::string, Tensor>> state = {}) {
   Graph g;
   {
     Tracer tracer(g);
-    tracer.bind_state(numbered("p", params));
-    Tensor tx = tracer.input(ops::meta_of(x), "x");
-    Tensor tl = tracer.input(ops::meta_of(labels), "labels");
-    Tensor loss = f(params, tx, tl);
-    std::vector<Tensor> grads = gradients(tracer, loss, params);
+    tracer.bind_state(numbered("p", params, std::move(state)));
+    std::vector<Tensor> traced;
+    for (const auto& [name, example] : inputs)
+      traced.push_back(tracer.input(ops::meta_of(example), name));
+    Tensor l = loss(traced);
+    std::vector<Tensor> grads = gradients(tracer, l, params);
     for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(params[i], grads[i], lr, 0.0);
-    tracer.add_output(loss);
+    tracer.add_output(l);
     tracer.finish();
   }
   return g;
+}
+
+// trace_sgd_step of f(params, x, labels).
+inline Graph trace_step(const LossFn& f, std::vector<Tensor>& params, const Tensor& x,
+                        const Tensor& labels, const Tensor& lr) {
+  return trace_sgd_step([&](const std::vector<Tensor>& in) { return f(params, in[0], in[1]); },
+                        params, {{"x", x}, {"labels", labels}}, lr);
 }
 
 // As trace_step, with momentum SGD (μ = 0.9); the velocities and the lr are step state too.
