@@ -188,6 +188,22 @@ void multiply_tiles(int tiles, const float* v, const float* u, float* m) {
   }
 }
 
+// The second pass of a 2-D transform to 6x6: row i of the result is the 1-D transform of row i
+// of `columns` (the first pass's results, one array per column), stored at out + (6i + j)·stride.
+template <int kIn, class Transform>
+inline void transform_rows_and_store(const __m512 (&columns)[kIn][kSide], Transform transform,
+                                     float* out, int64_t stride) {
+#pragma GCC unroll 6
+  for (int i = 0; i < kSide; ++i) {
+    __m512 row[kIn], r[kSide];
+#pragma GCC unroll 6
+    for (int j = 0; j < kIn; ++j) row[j] = columns[j][i];
+    transform(row, r);
+#pragma GCC unroll 6
+    for (int j = 0; j < kSide; ++j) _mm512_store_ps(out + (kSide * i + j) * stride, r[j]);
+  }
+}
+
 // An activation tensor's memory: channel block b of image n starts at block(n, b), and pixels
 // follow each other `pixel` floats apart (channels-last: C, nChw16c: 16).
 template <class T>
@@ -250,15 +266,7 @@ inline void transform_input_tile(const Plane<const float>& x, const BnReluInput*
       if (iy < g.h && ix >= 0 && ix < g.w) __builtin_prefetch(xb + (iy * g.w + ix) * pixel, 0, 3);
     }
   }
-#pragma GCC unroll 6
-  for (int i = 0; i < kSide; ++i) {
-    __m512 row[kSide], r[kSide];
-#pragma GCC unroll 6
-    for (int j = 0; j < kSide; ++j) row[j] = columns[j][i];
-    transform_input_1d(row, r);
-#pragma GCC unroll 6
-    for (int j = 0; j < kSide; ++j) _mm512_store_ps(v + (kSide * i + j) * stride, r[j]);
-  }
+  transform_rows_and_store(columns, transform_input_1d, v, stride);
 }
 
 // Prefetches the output-sized tensor's pixels of tile (ty + 1, tx), the same column in the next
@@ -393,15 +401,7 @@ inline void transform_gradient_tile(const Plane<const float>& dy, const Geometry
     transform_gradient_1d(z, columns[j]);
   }
   prefetch_next_tile_row</*kWrite=*/0>(db, g, ty, tx, pixel);
-#pragma GCC unroll 6
-  for (int i = 0; i < kSide; ++i) {
-    __m512 row[kTile], r[kSide];
-#pragma GCC unroll 4
-    for (int j = 0; j < kTile; ++j) row[j] = columns[j][i];
-    transform_gradient_1d(row, r);
-#pragma GCC unroll 6
-    for (int j = 0; j < kSide; ++j) _mm512_store_ps(yh + (kSide * i + j) * stride, r[j]);
-  }
+  transform_rows_and_store(columns, transform_gradient_1d, yh, stride);
 }
 
 // du[p][c][o] += Σ_t v[t][p][c] · yh[t][p][o] over `tiles` tiles.
