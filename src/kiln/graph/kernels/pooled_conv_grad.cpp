@@ -1,39 +1,8 @@
 // max_pool2d_grad [+ relu_grad] feeding conv2d_backward_weights and conv2d_backward_data, as one
-// graph kernel over the pooling's sparse gradient (passes/fuse_pooled_conv_grad.cpp).
-//
-// Why by hand: a 2×2/2 max pool passes each window's gradient to one of its four pixels, so the
-// gradient at the convolution's output is at most 1/4 non-zero (less once the relu mask drops
-// windows whose maximum is <= 0). Unfused, that mostly-zero gradient is written at full size and
-// the convolution's backward kernels then do dense work over it. Here each surviving window adds
-// its one contribution directly, (y, x) being its winning pixel and g its gradient:
-//   dw[o, :, kh, :] += g * xpad[y + kh, x : x + KW, :]   (one run of KW*C floats per kh)
-//   dxpad[y + kh, x : x + KW, :] += g * w[o, :, kh, :]
-// No library kernel takes a gradient in that form, and the form exists only where a compiled
-// graph sees the pool, the relu and the convolution together. The winners are found again from
-// the pool's input r (as max_pool_grad does), or read from the byte per pooled element that a
-// conv_relu_pool forward recorded (bits 0-1 the winner, bit 2 the relu mask) instead of r.
-//
-// LeNet, batch 64, 2 threads, in the training step: the second layer's pool gradient +
-// backward-data + backward-weights 0.355 -> 0.197 ms, the first layer's pool gradient +
-// backward-weights 0.211 -> 0.111 ms (with recorded winners). The weight-gradient loops issue
-// one unaligned load per FMA and run at about a third of this machine's FMA peak; oneDNN's dense
-// kernels run at about half of it, on four times the FMAs.
-//
-// Per image (each thread owns whole images and private gradient sums, added in thread order at
-// the end, so the result is deterministic for a fixed thread count), first every window's
-// winner and gradient, 16 channels at once (the compares in the order of
-// ops/kernels/max_pool_grad.cpp: the first maximum wins), then:
-//  - one input channel (a network's first layer, no dx): the KH x (KW·O) weight gradient stays
-//    in registers with lanes (kw, o). The padded image is expanded once, E[q·O + o] = xpad[q] (as
-//    in ops/kernels/conv_single_channel.cpp), so that the inputs of one tap row at a window
-//    position are one contiguous run; each lane picks its winner's run by two blends, and a
-//    window costs KH·ceil(KW·O / 16) FMAs;
-//  - otherwise, weight gradient: per output channel, in registers, each window adds its KH runs
-//    of KW·C inputs at that channel's winner;
-//  - dx: per window and winner row, the non-zero channels (compacted while finding winners) add
-//    their weights, pre-placed for the winner's column, to a KH x (KW + 1)·C region held in
-//    registers, then added to the image.
-// Each phase reads what an earlier one stored for the whole image, never a value just stored.
+// graph kernel (passes/fuse_pooled_conv_grad.cpp). Why by hand: the pool's gradient is at most a
+// quarter non-zero, so each surviving window adds its one contribution directly instead of dense
+// kernels running over a mostly-zero gradient; no library kernel takes a gradient in that form.
+// Measured: bench/README.md, section 'Kernel choices measured here'.
 #include <omp.h>
 
 #include <algorithm>

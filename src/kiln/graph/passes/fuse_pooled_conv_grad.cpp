@@ -1,39 +1,7 @@
-// Graph-kernel fusion (f): a max pool's gradient into the backward of the convolution before it.
-// Forward, LeNet's layers are conv -> relu -> 2×2/2 max pool; backward (after fuse_epilogues):
-//
-//   g = fused[max_pool2d_grad,relu_grad](dyp, r)   ->  dw, db, dx = pooled_conv_grad(dyp, r, x, w)
-//   dx = conv2d_backward_data(g, w)
-//   dw, db = conv2d_backward_weights(g, x)
-//
-// r is the relu output the pool read, x the convolution's input. g is at most a quarter
-// non-zero (one pixel per window gets the window's gradient); the fused kernel
-// (kernels/pooled_conv_grad.cpp) adds only those entries, and g is never written.
-//
-// The fused node takes the pool gradient's place, so the two convolution backward nodes move
-// earlier (the one exception to the passes' move-later rule): legal because it only reads x and
-// w besides the pool gradient's inputs, and the pass checks that nothing in between writes
-// them.
-//
-// Then, where the convolution has one input channel (a network's first layer, on
-// ops/kernels/conv_single_channel) and r is read only by the pool and that fused backward, the
-// forward becomes one node too:
-//
-//   r = fused[conv2d,relu](x, w, b)    ->  p, winners = conv_relu_pool(x, w, b)
-//   p = max_pool2d(r)                      ... pooled_conv_grad(dyp, winners, x, ...)
-//
-// Each thread pools the rows it has just computed, r is never written, and the backward reads
-// one byte per pooled element (the winner and the relu mask) instead of r. A convolution with
-// more input channels becomes the same node where r is large (LeNet's second layer, 400 KiB at
-// batch 64): oneDNN's convolution then runs on a chunk of the batch at a time, each chunk pooled
-// from the workspace (kernels/epilogue.cpp, conv_pool_chunk), so r is never whole either.
-//
-// Elsewhere (a convolution on oneDNN writes r), the pool alone records the winners:
-//
-//   p = max_pool2d(r)                  ->  p, winners = pool_winners(r)
-//   f = reshape(p, [N, C·H·W])             f = reshape(p)   (a view: p is written row-major)
-//
-// where a flattening reshape is p's only reader, p is given the row-major layout, so the
-// reshape no longer copies it into that order.
+// Graph-kernel fusion (f): a max pool's gradient (at most a quarter non-zero) into the backward of
+// the convolution before it, so that gradient is never written; where it pays, the conv+relu+pool
+// forward becomes one node that records each window's winner. Measured: bench/README.md, section
+// 'Kernel choices measured here'.
 #include <algorithm>
 #include <array>
 

@@ -19,49 +19,9 @@
 #include "kiln/ops/dnnl/context.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
-// How it works. Wt is w reordered from OIHW to [O, KH, KW, C] with its rows padded to Kp, a
-// multiple of 16 (oneDNN's matmul is faster there: 6400x16x150 0.117 ms, x160 0.094 ms; the pad
-// columns are never read). Column row m = (n, oh, ow) then holds, for each kh, the KW*C values
-// that pixel adds to dx row ih = oh - pad_h + kh, contiguously, at offset (ow - pad_w)*C.
-//
-// col2im gathers rather than scatters: one 16-float chunk of a dx row is the sum, over the valid
-// kh and the few ow whose KW*C run overlaps the chunk, of one unaligned load from the column
-// buffer each, added under a mask of the lanes inside the run. The masks depend only on the
-// chunk, so they are tabulated once per call; dx is written once, with no zeroing and no
-// read-modify-write chains through memory (a scatter's overlapping masked stores defeat
-// store-to-load forwarding).
-//
-// Work items are groups of whole images: each thread runs the matmul for its group (oneDNN runs
-// single-threaded inside the parallel region) into its own column buffer of ~256 KiB, which
-// stays in L2, and folds it into dx right away (LeNet conv2: 64 KiB, 0.18 ms, 256-512 KiB 0.15,
-// one 4 MiB buffer per thread 0.19). Split for LeNet's conv2: matmul 0.095 ms (~330 GFLOP/s),
-// col2im 0.047.
-//
-// Measured here (OMP_NUM_THREADS=2, best of 2 x 7 x 50 calls; oneDNN 2.6 backward-data built as
-// ops/nn/conv.cpp builds it, weight reorder included), ms:
-//   C  O   kernel pad  HxW    N    this   oneDNN
-//   6  16  5x5    0    14x14  64   0.163  0.231   LeNet conv2
-//   6  16  3x3    1    14x14  64   0.128  0.150
-//   6  16  3x3    0    14x14  64   0.103  0.123
-//   3  16  3x3    1    28x28  64   0.255  0.620
-//   8  16  3x3    1    28x28  128  1.139  1.288
-//   16 16  3x3    1    28x28  128  1.781  1.309   (loses: C > 8)
-//   1  6   5x5    2    28x28  64   0.182  0.595
-//   1  16  3x3    1    28x28  128  0.323  1.296
-//   3  32  3x3    1    32x32  128  1.071  3.760
-//   8  32  3x3    1    16x16  128  0.595  0.819
-//   4  12  5x5    0    14x14  64   0.117  0.173
-//   2  8   3x3    1    28x28  64   0.184  0.308
-//   3  6   5x5    2    28x28  64   0.417  0.577
-//   6  12  5x5    0    14x14  64   0.139  0.168   (wins, left out: C > 4 and O < 16)
-//   8  12  3x3    1    14x14  64   0.128  0.108   (loses)
-//   8  8   3x3    1    28x28  64   0.436  0.307   (loses)
-//   6  8   3x3    1    14x14  64   0.099  0.079   (loses)
-//   8  6   5x5    2    14x14  64   0.218  0.141   (loses)
-//   4  4   3x3    1    28x28  64   0.208  0.153   (loses)
-//   4  2   3x3    1    28x28  64   0.209  0.084   (loses)
-//   3  1   3x3    1    28x28  64   0.159  0.051   (loses)
-//   1  1   3x3    1    28x28  64   0.111  0.050   (loses)
+// Why by hand: for few input channels, one matmul into an L2-sized column buffer per group of
+// images, then a gather (not a scatter) of the columns into dx, beats oneDNN's backward-data.
+// Measured: bench/README.md, section 'Kernel choices measured here'.
 
 namespace kiln::ops {
 
@@ -77,7 +37,7 @@ constexpr int64_t kItemColumnBytes = int64_t(256) << 10;
 // Loads per table row are unrolled by this many independent accumulators.
 constexpr int64_t kUnroll = 4;
 
-// Where it measured faster than oneDNN (table above): the GEMM needs O (its reduction) to be
+// Where it measured faster than oneDNN (bench/README.md): the GEMM needs O (its reduction) to be
 // long enough to run near peak instead of streaming the column buffer, and oneDNN's kernel,
 // vectorized over C, wastes fewer lanes as C grows.
 bool faster_than_onednn(int64_t c, int64_t o) {
