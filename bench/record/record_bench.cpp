@@ -24,9 +24,9 @@
 #include "kiln/core/error.h"
 #include "kiln/data/config.h"
 #include "kiln/data/dataset.h"
+#include "kiln/data/record_converters.h"
+#include "kiln/data/record_dataset.h"
 #include "kiln/data/vision.h"
-#include "kiln/record/converters.h"
-#include "kiln/record/record_dataset.h"
 #include "kiln/record/record_reader.h"
 
 namespace fs = std::filesystem;

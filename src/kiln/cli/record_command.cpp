@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "kiln/core/error.h"
-#include "kiln/record/converters.h"
-#include "kiln/record/record_dataset.h"
+#include "kiln/data/record_converters.h"
+#include "kiln/data/record_dataset.h"
 #include "kiln/record/record_reader.h"
 #include "kiln/record/verify.h"
 
@@ -169,7 +169,6 @@ int run_record_verify(const std::vector<std::string>& files, std::ostream& out, 
 }
 
 void add_convert_command(CLI::App& app) {
-  dataset::register_record_source();  // so `kiln data bench --source record:…` finds it
   auto* convert = app.add_subcommand("convert", "Convert a data set into record files");
   convert->require_subcommand(1);
 
@@ -238,7 +237,6 @@ void add_convert_command(CLI::App& app) {
 }
 
 void add_record_command(CLI::App& app) {
-  dataset::register_record_source();
   auto* record = app.add_subcommand("record", "Inspect and check record files");
   record->require_subcommand(1);
 

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "kiln/core/error.h"
+#include "kiln/data/record_dataset.h"
 
 namespace kiln::dataset {
 namespace {
@@ -65,6 +66,10 @@ struct Registry {
           return ImageFolderDataset(arg, io);
         },
         "imagefolder:DIR  one subfolder per class, JPEG/PNG files (rows hold the encoded bytes)"};
+    entries["record"] = {record_source,
+                         "record:FILE[,FILE...][:global|files|infile|none]  record files (one "
+                         "file: its whole set); columns image, label when the set has both, else "
+                         "every field"};
   }
 };
 
@@ -114,11 +119,7 @@ Dataset make_source(const std::string& spec, const SourceOptions& options) {
         if (!known.empty()) known += ", ";
         known += name;
       }
-      std::string hint = scheme == "record"
-                             ? " (the record source registers itself from kiln_record; "
-                               "this program did not register it)"
-                             : "";
-      throw Error("--source: unknown source '" + scheme + "'" + hint + "; known: " + known);
+      throw Error("--source: unknown source '" + scheme + "'; known: " + known);
     }
     factory = it->second.factory;
   }

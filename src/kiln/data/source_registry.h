@@ -2,11 +2,10 @@
 // Named source factories, so a source can be given as text ("fashion-mnist:train",
 // "imagefolder:/data/train", "record:a.kiln,b.kiln") by the CLI and by config files.
 //
-// data/ registers fashion-mnist, mnist and imagefolder itself. Folders above data/ add theirs with
-// register_source_factory(); record/ registers "record". kiln_record is a static library, so a
-// registrar object in a .cpp that nothing else references is dropped by the linker: register from a
-// function the program calls (kiln::record::register_sources(), say) or from the same .cpp as a
-// symbol the program uses.
+// The built-in sources (fashion-mnist, mnist, imagefolder, record) are listed in
+// source_registry.cpp. Code above data/ adds its own with register_source_factory(), called
+// explicitly before the first make_source (never from a static initializer: what a static library
+// registers that way depends on what the linker keeps).
 #include <functional>
 #include <string>
 #include <vector>

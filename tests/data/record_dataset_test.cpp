@@ -1,5 +1,5 @@
 // RecordDataset as a pipeline source: columns and dtypes, shuffle modes, sharding semantics.
-#include "kiln/record/record_dataset.h"
+#include "kiln/data/record_dataset.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 
 #include "kiln/data/config.h"
-#include "record_test_util.h"
+#include "record/record_test_util.h"
 
 namespace kiln::dataset {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/record/converters.h"
+#include "kiln/data/record_converters.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

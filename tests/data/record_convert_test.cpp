@@ -1,6 +1,6 @@
 // `kiln convert` converters: IDX files and image folders, read back through the reader and the
 // pipeline, and in the same order as the pipeline's own sources.
-#include "kiln/record/converters.h"
+#include "kiln/data/record_converters.h"
 
 #include <sys/stat.h>
 #include <zlib.h>
@@ -8,11 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "kiln/data/dataset.h"
+#include "kiln/data/record_dataset.h"
 #include "kiln/data/vision.h"
-#include "kiln/record/record_dataset.h"
 #include "kiln/record/record_reader.h"
 #include "kiln/record/verify.h"
-#include "record_test_util.h"
+#include "record/record_test_util.h"
 
 namespace kiln::record {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/record/record_dataset.h"
+#include "kiln/data/record_dataset.h"
 
 #include <algorithm>
 #include <atomic>
@@ -259,52 +259,40 @@ RecordShuffle record_shuffle_from_name(const std::string& name) {
   throw Error("RecordDataset: unknown shuffle mode '" + name + "' (global, files, infile or none)");
 }
 
-void register_record_source() {
-  register_source_factory(
-      "record",
-      [](const std::string& arg, const SourceOptions& so) -> Dataset {
-        std::string list = arg;
-        RecordShuffle mode =
-            so.shuffle.value_or(true) ? RecordShuffle::global : RecordShuffle::none;
-        if (auto colon = list.rfind(':'); colon != std::string::npos) {
-          std::string suffix = list.substr(colon + 1);
-          if (suffix == "global" || suffix == "files" || suffix == "infile" || suffix == "none") {
-            mode = record_shuffle_from_name(suffix);
-            list.resize(colon);
-          }
-        }
-        std::vector<std::string> files;
-        for (size_t begin = 0; begin <= list.size();) {
-          size_t comma = list.find(',', begin);
-          if (comma == std::string::npos) comma = list.size();
-          if (comma > begin) files.push_back(list.substr(begin, comma - begin));
-          begin = comma + 1;
-        }
-        if (files.empty())
-          throw Error("record: give the files: record:FILE[,FILE...][:global|files|infile|none]");
-        RecordDatasetOptions o{.num_parallel_workers = so.num_parallel_workers,
-                               .shuffle = mode,
-                               .num_samples = so.num_samples,
-                               .num_shards = so.num_shards,
-                               .shard_id = so.shard_id};
-        // Tools that take a source by name treat the first column as the image (as the other
-        // image sources order them), and file names would not batch: image and label first.
-        auto reader = files.size() == 1 ? std::make_shared<RecordReader>(files[0])
-                                        : std::make_shared<RecordReader>(files);
-        std::vector<std::string> columns;
-        if (reader->schema().find("image") >= 0 && reader->schema().find("label") >= 0)
-          columns = {"image", "label"};
-        if (files.size() == 1) return RecordDataset(files[0], columns, o);
-        return RecordDataset(files, columns, o);
-      },
-      "record:FILE[,FILE...][:global|files|infile|none]  record files (one file: its whole set); "
-      "columns image, label when the set has both, else every field");
+Dataset record_source(const std::string& arg, const SourceOptions& so) {
+  std::string list = arg;
+  RecordShuffle mode = so.shuffle.value_or(true) ? RecordShuffle::global : RecordShuffle::none;
+  if (auto colon = list.rfind(':'); colon != std::string::npos) {
+    std::string suffix = list.substr(colon + 1);
+    if (suffix == "global" || suffix == "files" || suffix == "infile" || suffix == "none") {
+      mode = record_shuffle_from_name(suffix);
+      list.resize(colon);
+    }
+  }
+  std::vector<std::string> files;
+  for (size_t begin = 0; begin <= list.size();) {
+    size_t comma = list.find(',', begin);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > begin) files.push_back(list.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  if (files.empty())
+    throw Error("record: give the files: record:FILE[,FILE...][:global|files|infile|none]");
+  RecordDatasetOptions o{.num_parallel_workers = so.num_parallel_workers,
+                         .shuffle = mode,
+                         .num_samples = so.num_samples,
+                         .num_shards = so.num_shards,
+                         .shard_id = so.shard_id};
+  // Tools that take a source by name treat the first column as the image (as the other
+  // image sources order them), and file names would not batch: image and label first.
+  auto reader = files.size() == 1 ? std::make_shared<RecordReader>(files[0])
+                                  : std::make_shared<RecordReader>(files);
+  std::vector<std::string> columns;
+  if (reader->schema().find("image") >= 0 && reader->schema().find("label") >= 0)
+    columns = {"image", "label"};
+  if (files.size() == 1) return RecordDataset(files[0], columns, o);
+  return RecordDataset(files, columns, o);
 }
-
-namespace {
-// Programs that link RecordDataset get the "record" source without asking.
-const bool kRegistered = (register_record_source(), true);
-}  // namespace
 
 RecordDataset::RecordDataset(const std::string& file, std::vector<std::string> columns,
                              RecordDatasetOptions options)

@@ -51,11 +51,10 @@ class RecordDataset : public Dataset {
 // "global" / "files" / "infile" / "none" (also "true" = global, "false" = none).
 RecordShuffle record_shuffle_from_name(const std::string& name);
 
-// Registers the "record" scheme with the data pipeline's source registry, so `kiln data bench
-// --source record:FILE[,FILE...][:global|files|infile|none]` and config files can name record
-// files: one file opens its whole set, several open exactly those. Idempotent; `kiln` calls it
-// from add_record_command / add_convert_command.
-void register_record_source();
+// The "record" scheme of the source registry (source_registry.h lists it with the other built-in
+// sources), so `kiln data bench --source record:FILE[,FILE...][:global|files|infile|none]` and
+// config files can name record files: one file opens its whole set, several open exactly those.
+Dataset record_source(const std::string& arg, const SourceOptions& options);
 
 // The tensors of one decoded row (for the fields at `fields`, in that order).
 void record_row_to_tensors(const record::RowView& row, const std::vector<int>& fields,

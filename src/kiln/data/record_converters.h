@@ -1,5 +1,6 @@
 #pragma once
-// Converters from common data set layouts to record sets (`kiln convert`).
+// Converters from common data set layouts to record sets (`kiln convert`). They read data sets
+// (and encode PNG with data/vision), so they live in data/; record/ stays the file format alone.
 #include <cstdint>
 #include <functional>
 #include <string>
