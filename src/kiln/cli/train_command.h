@@ -38,6 +38,10 @@ struct TrainConfig {
   bool json = false;
   int64_t print_every = 100;  // LossMonitor's per_print_times
   std::string dump_graph;     // graph mode: write the IR before and after the passes there
+  // stand_alone | data_parallel (or data): under mpirun, DATA_PARALLEL over the job's ranks;
+  // --batch-size is then per rank (MindSpore's meaning).
+  std::string parallel_mode = "stand_alone";
+  double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
 };
 
 struct TrainReport {
@@ -49,6 +53,7 @@ struct TrainReport {
   int64_t steps = 0;
   int64_t epochs = 0;
   int64_t skipped_steps = 0;  // steps whose update loss scaling dropped (overflow)
+  int ranks = 1;              // data parallel: images_per_sec is the sum over ranks
 };
 
 void add_train_command(CLI::App& app);

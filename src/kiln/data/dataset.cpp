@@ -4,7 +4,9 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
+#include "kiln/core/parallel_context.h"
 #include "kiln/data/config.h"
 #include "kiln/data/node.h"
 #include "kiln/data/pipeline.h"
@@ -139,8 +141,16 @@ Dataset Dataset::from_source(std::shared_ptr<const Source> source, const SourceO
   n->kind = NodeKind::source;
   n->columns = source->column_names();
   check_unique(n->columns, name.c_str());
-  n->source = std::move(source);
   n->source_options = options;
+  // Data parallel: each rank reads its shard unless the user chose the sharding (MindSpore's
+  // behaviour). Iterable-only sources cannot be sharded by the engine; every rank reads them.
+  const AutoParallelContext& parallel = get_auto_parallel_context();
+  if (options.num_shards == 0 && parallel.parallel_mode == ParallelMode::DATA_PARALLEL &&
+      parallel.dataset_shard_by_rank && comm::size() > 1 && source->random_access()) {
+    n->source_options.num_shards = comm::size();
+    n->source_options.shard_id = comm::rank();
+  }
+  n->source = std::move(source);
   return Dataset(std::move(n));
 }
 

@@ -10,6 +10,7 @@
 #include "kiln/graph/autodiff.h"
 #include "kiln/graph/tracer.h"
 #include "kiln/ops/functional.h"
+#include "kiln/parallel/data_parallel.h"
 
 namespace kiln::train {
 namespace {
@@ -89,6 +90,9 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
       tracer.add_output(loss);
     } else {
       auto [loss, grads] = trace_loss_and_gradients(tracer, x, y, slices);
+      // Data parallel: bucketed all-reduces, started as each bucket's last gradient is made
+      // (passes::schedule_collectives) and awaited just before its updates.
+      if (parallel::data_parallel_active()) grads = parallel::trace_gradient_all_reduce(grads);
       if (!loss_scale_) {
         opt_.apply(grads);
         tracer.add_output(loss);

@@ -37,6 +37,12 @@ void Accuracy::update(const Tensor& logits, const Tensor& labels, float) {
   total_ += n;
 }
 
+void Accuracy::set_sums(const std::vector<double>& s) {
+  if (s.size() != 2) throw Error("Accuracy: set_sums takes {correct, total}");
+  correct_ = int64_t(s[0]);
+  total_ = int64_t(s[1]);
+}
+
 double Accuracy::eval() const {
   if (total_ == 0) throw Error("Accuracy: no samples seen (empty evaluation data set?)");
   return double(correct_) / double(total_);
@@ -45,6 +51,12 @@ double Accuracy::eval() const {
 void Loss::update(const Tensor&, const Tensor&, float loss) {
   sum_ += loss;
   ++batches_;
+}
+
+void Loss::set_sums(const std::vector<double>& s) {
+  if (s.size() != 2) throw Error("Loss: set_sums takes {sum, batches}");
+  sum_ = s[0];
+  batches_ = int64_t(s[1]);
 }
 
 double Loss::eval() const {

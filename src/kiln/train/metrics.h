@@ -2,6 +2,7 @@
 // Evaluation metrics (MindSpore's nn.Accuracy, nn.Loss), fed batch by batch by Model::eval.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/tensor.h"
 
@@ -15,6 +16,10 @@ class Metric {
   // the batch's mean loss.
   virtual void update(const Tensor& logits, const Tensor& labels, float loss) = 0;
   virtual double eval() const = 0;
+  // The metric's state as sums that add across shards (data parallel evaluation adds every
+  // rank's), and the state set back from such sums.
+  virtual std::vector<double> sums() const = 0;
+  virtual void set_sums(const std::vector<double>& sums) = 0;
 };
 using MetricPtr = std::shared_ptr<Metric>;
 
@@ -24,6 +29,8 @@ class Accuracy : public Metric {
   void clear() override { correct_ = total_ = 0; }
   void update(const Tensor& logits, const Tensor& labels, float loss) override;
   double eval() const override;
+  std::vector<double> sums() const override { return {double(correct_), double(total_)}; }
+  void set_sums(const std::vector<double>& s) override;
 
  private:
   int64_t correct_ = 0, total_ = 0;
@@ -35,6 +42,8 @@ class Loss : public Metric {
   void clear() override { sum_ = 0, batches_ = 0; }
   void update(const Tensor& logits, const Tensor& labels, float loss) override;
   double eval() const override;
+  std::vector<double> sums() const override { return {sum_, double(batches_)}; }
+  void set_sums(const std::vector<double>& s) override;
 
  private:
   double sum_ = 0;

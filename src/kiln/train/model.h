@@ -47,6 +47,11 @@ struct TrainOptions {
 };
 
 class CompiledTrainStep;  // graph mode (train/compiled_step.h)
+}  // namespace kiln::train
+namespace kiln::parallel {
+class GradientReducer;  // eager data parallelism (parallel/data_parallel.h)
+}  // namespace kiln::parallel
+namespace kiln::train {
 
 class Model {
  public:
@@ -81,6 +86,9 @@ class Model {
 
  private:
   void check_trainable() const;
+  // Under DATA_PARALLEL, once before the first step: rank 0's parameters and state copied to
+  // every rank, and the ranks checked to train the same thing (an Error on every rank if not).
+  void join_data_parallel(const Tensor& data);
   float eager_step(const Tensor& data, const Tensor& label);
   float graph_step(const Tensor& data, const Tensor& label);
 
@@ -92,6 +100,8 @@ class Model {
   amp::AmpConfig amp_;
   std::unique_ptr<amp::LossScaleManager> loss_scale_;
   std::unique_ptr<CompiledTrainStep> compiled_;  // created on the first graph-mode step
+  std::unique_ptr<parallel::GradientReducer> reducer_;  // eager data parallelism
+  bool joined_ = false;                                 // join_data_parallel ran
 };
 
 }  // namespace kiln::train

@@ -3,7 +3,7 @@
 namespace kiln::graph::passes {
 
 bool is_pure(const Node& node) {
-  if (node.dead || has_side_effects(node)) return false;
+  if (node.dead || has_side_effects(node) || is_collective(node)) return false;
   return !(node.type == NodeType::op && node.op == ops::OpKind::dropout);
 }
 

@@ -69,7 +69,16 @@ int compact_relu_masks(Graph& graph);
 // reader), so gradients die early. Renumbers nodes (Graph::reorder).
 int schedule_updates_early(Graph& graph);
 
+// Moves each of data parallelism's all_reduce_bucket_start nodes to just after the node that
+// produces its last gradient (keeping the starts' order), so the all-reduce overlaps the rest
+// of the backward. Renumbers nodes (Graph::reorder). Runs after schedule_updates_early
+// (schedule_collectives.cpp).
+int schedule_collectives(Graph& graph);
+
 // Helpers shared by the passes.
+// Whether the node is a collective across ranks (never merged, folded, fused or removed apart
+// from its rank peers: every rank must run the same collectives in the same order).
+bool is_collective(const Node& node);
 // Whether the node is an optimizer update (sgd_update, momentum_update, adam_update).
 bool is_optimizer_update(const Node& node);
 // Whether the node may be merged, folded or fused (no side effects, not random).

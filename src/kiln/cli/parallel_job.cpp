@@ -1,0 +1,54 @@
+#include "kiln/cli/parallel_job.h"
+
+#include <algorithm>
+#include <ostream>
+#include <thread>
+
+#include "kiln/comm/communicator.h"
+#include "kiln/core/error.h"
+#include "kiln/core/parallel_context.h"
+#include "kiln/core/threads.h"
+
+namespace kiln::cli {
+
+int default_threads_per_rank(int local_ranks) {
+  const int cores = available_cores();
+  const int machine = int(std::max(1u, std::thread::hardware_concurrency()));
+  // A rank bound to fewer cores than the machine has (mpirun --bind-to core, kiln launch) owns
+  // them; otherwise the ranks of this host share its cores.
+  if (cores < machine) return std::max(1, cores);
+  return std::max(1, cores / std::max(1, local_ranks));
+}
+
+ParallelJob join_parallel_job(const std::string& parallel_mode, int threads, double bucket_cap_mb,
+                              std::ostream& out) {
+  const ParallelMode mode = parse_parallel_mode(parallel_mode);
+  ParallelJob job;
+  if (mode == ParallelMode::STAND_ALONE) {
+    if (comm::launched_by_mpirun()) {
+      out << "note: started by mpirun, but --parallel-mode is stand_alone: each rank trains on "
+             "its own (use --parallel-mode data for data parallelism)\n";
+    }
+    return job;
+  }
+  if (mode != ParallelMode::DATA_PARALLEL) {
+    throw Error("kiln train: --parallel-mode " + parallel_mode +
+                " is not available yet (stand_alone or data_parallel)");
+  }
+  comm::init();
+  job.rank = comm::rank();
+  job.ranks = comm::size();
+  job.data_parallel = job.ranks > 1;
+  set_auto_parallel_context({.parallel_mode = ParallelMode::DATA_PARALLEL,
+                             .gradients_mean = true,
+                             .device_num = job.ranks,
+                             .bucket_cap_mb = bucket_cap_mb});
+  if (threads == 0) set_num_threads(default_threads_per_rank(comm::local_size()));
+  if (!job.data_parallel) {
+    out << "data parallel: a job of one rank (start it with mpirun or kiln launch for more); "
+           "training as stand_alone\n";
+  }
+  return job;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,342 @@
+#include "kiln/comm/communicator.h"
+
+// MPI's C API only: the deprecated C++ bindings would need their own library.
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "kiln/core/error.h"
+
+namespace kiln::comm {
+
+struct Work::State {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+namespace {
+
+struct Job {
+  std::function<void()> run;
+  std::shared_ptr<Work::State> state;
+};
+
+// The one thread that makes MPI calls after MPI_Init_thread (MPI_THREAD_SERIALIZED): jobs run
+// in submission order, which is program order on every rank, so collectives always match.
+class CommThread {
+ public:
+  CommThread() : thread_([this] { loop(); }) {}
+  ~CommThread() { stop(); }
+
+  std::shared_ptr<Work::State> submit(std::function<void()> run) {
+    auto state = std::make_shared<Work::State>();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back({std::move(run), state});
+    }
+    cv_.notify_one();
+    return state;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        job.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(job.state->mutex);
+        job.state->error = error;
+        job.state->done = true;
+      }
+      job.state->done_cv.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+struct Membership {
+  bool initialized = false;
+  bool mpi = false;  // MPI_Init_thread ran (launched by mpirun)
+  int rank = 0;
+  int size = 1;
+  std::unique_ptr<CommThread> thread;
+};
+
+Membership& membership() {
+  static Membership j;
+  return j;
+}
+
+std::mutex& init_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+std::string where() {
+  return detail::concat("rank ", membership().rank, " of ", membership().size);
+}
+
+void check(int code, const std::string& what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw Error(detail::concat("communication: ", what, " failed on ", where(), ": ",
+                             std::string(text, size_t(length))));
+}
+
+MPI_Datatype mpi_type(DType dtype, const char* what) {
+  switch (dtype) {
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u8:
+    case DType::boolean:
+      return MPI_UINT8_T;
+    default:
+      break;
+  }
+  throw Error(
+      detail::concat("communication: ", what, " of ", dtype_name(dtype),
+                     " data is not supported (f32, i32, i64, u8 and bool are); cast first"));
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+void finalize_at_exit() {
+  Membership& j = membership();
+  if (j.thread) j.thread->stop();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (j.mpi && !finalized) MPI_Finalize();
+}
+
+void check_count(int64_t count, const char* what) {
+  if (count < 0) throw Error(detail::concat("communication: ", what, ": negative count ", count));
+}
+
+// MPI counts are ints: larger buffers go in chunks.
+constexpr int64_t kChunk = int64_t(1) << 30;
+
+std::shared_ptr<Work::State> submit(std::function<void()> run) {
+  return membership().thread->submit(std::move(run));
+}
+
+std::shared_ptr<Work::State> completed() {
+  auto s = std::make_shared<Work::State>();
+  s->done = true;
+  return s;
+}
+
+}  // namespace
+
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+}
+
+void init() {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  Membership& j = membership();
+  if (j.initialized) return;
+  if (launched_by_mpirun()) {
+    int already = 0;
+    MPI_Initialized(&already);
+    if (!already) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      if (provided < MPI_THREAD_SERIALIZED) {
+        throw Error("communication: this MPI library gives no thread support above level " +
+                    std::to_string(provided) + "; Kiln needs MPI_THREAD_SERIALIZED");
+      }
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &j.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &j.size);
+    j.mpi = true;
+    j.thread = std::make_unique<CommThread>();
+    std::atexit(finalize_at_exit);
+  }
+  j.initialized = true;
+}
+
+bool initialized() {
+  return membership().initialized;
+}
+int rank() {
+  return membership().rank;
+}
+int size() {
+  return membership().size;
+}
+int local_size() {
+  return membership().mpi ? env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1) : 1;
+}
+
+Work& Work::operator=(Work&& other) noexcept {
+  if (this != &other) {
+    if (state_) {
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Work::~Work() {
+  if (!state_) return;
+  try {
+    wait();
+  } catch (...) {
+    // An error nobody waited for: the job cannot go on consistently.
+    abort_job("communication failed in a collective whose result was never waited for", 1);
+  }
+}
+
+void Work::wait() {
+  if (!state_) return;
+  std::shared_ptr<State> s = std::move(state_);
+  std::unique_lock<std::mutex> lock(s->mutex);
+  s->done_cv.wait(lock, [&] { return s->done; });
+  if (s->error) std::rethrow_exception(s->error);
+}
+
+Work all_reduce_async(void* data, int64_t count, DType dtype, ReduceOp op) {
+  check_count(count, "all_reduce");
+  if (size() == 1 || count == 0) return Work(completed());
+  MPI_Datatype type = mpi_type(dtype, "all_reduce");
+  const size_t element = dtype_size(dtype);
+  return Work(submit([=] {
+    for (int64_t done = 0; done < count; done += kChunk) {
+      const int n = int(std::min(kChunk, count - done));
+      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + size_t(done) * element, n, type,
+                          mpi_op(op), MPI_COMM_WORLD),
+            detail::concat("all_reduce of ", count, " ", dtype_name(dtype), " elements"));
+    }
+  }));
+}
+
+void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+  all_reduce_async(data, count, dtype, op).wait();
+}
+
+void broadcast(void* data, int64_t count, DType dtype, int root) {
+  check_count(count, "broadcast");
+  if (root < 0 || root >= size()) {
+    throw Error(detail::concat("communication: broadcast from rank ", root, " in a job of ", size(),
+                               " ranks"));
+  }
+  if (size() == 1 || count == 0) return;
+  MPI_Datatype type = mpi_type(dtype, "broadcast");
+  const size_t element = dtype_size(dtype);
+  Work(submit([=] {
+    for (int64_t done = 0; done < count; done += kChunk) {
+      const int n = int(std::min(kChunk, count - done));
+      check(MPI_Bcast(static_cast<char*>(data) + size_t(done) * element, n, type, root,
+                      MPI_COMM_WORLD),
+            detail::concat("broadcast of ", count, " ", dtype_name(dtype), " elements"));
+    }
+  })).wait();
+}
+
+void all_gather(const void* send, void* recv, int64_t count, DType dtype) {
+  check_count(count, "all_gather");
+  if (size() == 1) {
+    if (count > 0 && send != recv) std::memmove(recv, send, size_t(count) * dtype_size(dtype));
+    return;
+  }
+  if (count > INT_MAX) throw Error("communication: all_gather of more than 2^31 elements");
+  MPI_Datatype type = mpi_type(dtype, "all_gather");
+  Work(submit([=] {
+    check(MPI_Allgather(send, int(count), type, recv, int(count), type, MPI_COMM_WORLD),
+          detail::concat("all_gather of ", count, " ", dtype_name(dtype), " elements per rank"));
+  })).wait();
+}
+
+void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
+  check_count(count, "reduce_scatter");
+  if (size() == 1) {
+    if (count > 0 && send != recv) std::memmove(recv, send, size_t(count) * dtype_size(dtype));
+    return;
+  }
+  if (count > INT_MAX) throw Error("communication: reduce_scatter of more than 2^31 elements");
+  MPI_Datatype type = mpi_type(dtype, "reduce_scatter");
+  Work(submit([=] {
+    check(
+        MPI_Reduce_scatter_block(send, recv, int(count), type, mpi_op(op), MPI_COMM_WORLD),
+        detail::concat("reduce_scatter of ", count, " ", dtype_name(dtype), " elements per rank"));
+  })).wait();
+}
+
+void barrier() {
+  if (size() == 1) return;
+  Work(submit([] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); })).wait();
+}
+
+void abort_job(const std::string& message, int exit_code) {
+  std::fprintf(stderr, "kiln: %s: %s\n", where().c_str(), message.c_str());
+  std::fflush(stderr);
+  if (membership().mpi) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace kiln::comm

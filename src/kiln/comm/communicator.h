@@ -1,0 +1,92 @@
+#pragma once
+// The communicator: the job's processes (ranks) and the collectives that move buffers between
+// them, over OpenMPI. MindSpore's names live in kiln::communication (below).
+//
+//   kiln::communication::init();   // joins the job mpirun started; alone, a job of one
+//   int rank = kiln::communication::get_rank(), size = kiln::communication::get_group_size();
+//
+// Every MPI call is made by one communication thread, in the order the collectives were
+// submitted: a collective started asynchronously (all_reduce_async) runs while the caller
+// computes, and all ranks see the same order because every rank submits in program order. The
+// blocking collectives are submit + wait. With one rank every collective is a copy or nothing.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+
+namespace kiln::comm {
+
+// An error every rank raises at the same point, having found it together (the ranks disagree
+// on the model, say): each rank reports it and the job ends normally, with no rank left
+// waiting. Any other error on one rank ends the job through abort_job.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class ReduceOp : uint8_t { sum, max, min };
+
+// Joins the job (MPI_Init_thread) when this process was started by mpirun, else makes a
+// single-process job. Idempotent. MPI is finalized at exit.
+void init();
+bool initialized();
+// This process's rank and the number of ranks (0 and 1 before init and without a launcher).
+int rank();
+int size();
+// Ranks on this host (OpenMPI's local size), to share its cores.
+int local_size();
+// Whether this process was started by a launcher (mpirun) as part of a job.
+bool launched_by_mpirun();
+
+// A collective started by an *_async call; wait() returns when its buffers are final and
+// rethrows its error, if any. Destroying an unwaited Work waits.
+class Work {
+ public:
+  struct State;
+  Work() = default;
+  explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  Work(Work&&) noexcept = default;
+  Work& operator=(Work&& other) noexcept;
+  ~Work();
+  void wait();
+  bool pending() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// In place: every rank's `data` (count elements) becomes the reduction over ranks.
+Work all_reduce_async(void* data, int64_t count, DType dtype, ReduceOp op = ReduceOp::sum);
+void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op = ReduceOp::sum);
+// Root's `data` is copied to every rank's.
+void broadcast(void* data, int64_t count, DType dtype, int root);
+// `recv` (size() * count elements) holds every rank's `send` (count elements), in rank order.
+void all_gather(const void* send, void* recv, int64_t count, DType dtype);
+// `send` holds size() blocks of count elements; `recv` gets block rank() of their reduction.
+void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype,
+                    ReduceOp op = ReduceOp::sum);
+void barrier();
+
+// Ends the whole job after printing `message` (a rank's error) on stderr: MPI_Abort, so the
+// launcher stops every other rank instead of leaving them waiting in a collective.
+[[noreturn]] void abort_job(const std::string& message, int exit_code);
+
+}  // namespace kiln::comm
+
+namespace kiln::communication {
+// MindSpore's names (mindspore.communication).
+inline void init() {
+  comm::init();
+}
+inline int get_rank() {
+  return comm::rank();
+}
+inline int get_group_size() {
+  return comm::size();
+}
+inline int get_local_rank_size() {
+  return comm::local_size();
+}
+}  // namespace kiln::communication

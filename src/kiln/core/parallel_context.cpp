@@ -1,0 +1,74 @@
+#include "kiln/core/parallel_context.h"
+
+#include <cmath>
+
+#include "kiln/core/error.h"
+
+namespace kiln {
+namespace {
+
+AutoParallelContext& current() {
+  static AutoParallelContext c;
+  return c;
+}
+
+}  // namespace
+
+void set_auto_parallel_context(const AutoParallelContext& c) {
+  if (c.device_num < 0) {
+    throw Error(
+        detail::concat("set_auto_parallel_context: device_num must be >= 0, got ", c.device_num));
+  }
+  if (c.global_rank < -1 || (c.device_num > 0 && c.global_rank >= c.device_num)) {
+    throw Error(detail::concat("set_auto_parallel_context: global_rank ", c.global_rank,
+                               " is outside [0, device_num ", c.device_num, ")"));
+  }
+  if (!std::isfinite(c.bucket_cap_mb) || c.bucket_cap_mb <= 0) {
+    throw Error(detail::concat("set_auto_parallel_context: bucket_cap_mb must be > 0, got ",
+                               c.bucket_cap_mb));
+  }
+  if (!std::isfinite(c.first_bucket_cap_mb) || c.first_bucket_cap_mb <= 0) {
+    throw Error(detail::concat("set_auto_parallel_context: first_bucket_cap_mb must be > 0, got ",
+                               c.first_bucket_cap_mb));
+  }
+  if (c.parallel_mode == ParallelMode::SEMI_AUTO_PARALLEL ||
+      c.parallel_mode == ParallelMode::AUTO_PARALLEL) {
+    throw Error("set_auto_parallel_context: parallel_mode " + parallel_mode_name(c.parallel_mode) +
+                " is not available yet; Kiln runs stand_alone and data_parallel");
+  }
+  current() = c;
+}
+
+const AutoParallelContext& get_auto_parallel_context() {
+  return current();
+}
+
+void reset_auto_parallel_context() {
+  current() = AutoParallelContext{};
+}
+
+std::string parallel_mode_name(ParallelMode mode) {
+  switch (mode) {
+    case ParallelMode::STAND_ALONE:
+      return "stand_alone";
+    case ParallelMode::DATA_PARALLEL:
+      return "data_parallel";
+    case ParallelMode::SEMI_AUTO_PARALLEL:
+      return "semi_auto_parallel";
+    case ParallelMode::AUTO_PARALLEL:
+      return "auto_parallel";
+  }
+  return "?";
+}
+
+ParallelMode parse_parallel_mode(const std::string& name) {
+  if (name == "stand_alone") return ParallelMode::STAND_ALONE;
+  if (name == "data_parallel" || name == "data") return ParallelMode::DATA_PARALLEL;
+  if (name == "semi_auto_parallel") return ParallelMode::SEMI_AUTO_PARALLEL;
+  if (name == "auto_parallel") return ParallelMode::AUTO_PARALLEL;
+  throw Error("parallel mode '" + name +
+              "' is not one of stand_alone, data_parallel (or data), semi_auto_parallel, "
+              "auto_parallel");
+}
+
+}  // namespace kiln

@@ -1,0 +1,330 @@
+#include "kiln/ops/comm/collectives.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "kiln/comm/communicator.h"
+#include "kiln/core/error.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/functional.h"
+#include "kiln/ops/kernels/copy.h"
+
+namespace kiln::ops {
+namespace {
+
+std::string describe_meta(const TensorMeta& m) {
+  return std::string(dtype_name(m.dtype)) + m.shape.str();
+}
+
+comm::ReduceOp reduce_op(const Attrs&) {
+  return comm::ReduceOp::sum;
+}
+
+// The output in logical row-major order, or a staging copy of the input in it.
+Tensor dense_input(const Tensor& x) {
+  return x.is_contiguous() ? x : contiguous_copy(x);
+}
+
+void copy_into(const Tensor& src, Tensor& dst) {
+  if (src.raw_data() == dst.raw_data() && src.strides() == dst.strides()) return;
+  strided_copy(src, dst);
+}
+
+// Per element on the wire: a ring all-reduce sends and receives 2 (n - 1) / n of the buffer.
+Cost ring_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  const double n = double(comm::size());
+  const double bytes = double(out[0].shape.numel()) * double(dtype_size(out[0].dtype));
+  return {double(out[0].shape.numel()), bytes * (2.0 + 2.0 * (n - 1) / n)};
+}
+
+void check_reducible(const char* op, const TensorMeta& m) {
+  if (m.dtype != DType::f32 && m.dtype != DType::i32 && m.dtype != DType::i64) {
+    throw ShapeError(std::string(op) + ": reduces f32, i32 or i64 data, got " + describe_meta(m));
+  }
+}
+
+// ---- all_reduce ----
+
+std::vector<TensorMeta> infer_all_reduce(std::span<const TensorMeta> in, const Attrs& a) {
+  check_reducible("all_reduce", in[0]);
+  if (a.reduction != 0 && a.reduction != 1) {
+    throw ShapeError(
+        detail::concat("all_reduce: reduction must be 0 (mean) or 1 (sum), got ", a.reduction));
+  }
+  if (a.reduction == 0 && in[0].dtype != DType::f32) {
+    throw ShapeError("all_reduce: a mean needs f32 data, got " + describe_meta(in[0]));
+  }
+  return {in[0]};
+}
+
+void all_reduce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& y = out[0];
+  Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
+  copy_into(in[0], staged);
+  comm::all_reduce(staged.raw_data(), staged.numel(), staged.dtype(), reduce_op(a));
+  if (a.reduction == 0 && comm::size() > 1) {
+    float* p = staged.data<float>();
+    const float inv = 1.0f / float(comm::size());
+    for (int64_t i = 0; i < staged.numel(); ++i) p[i] *= inv;
+  }
+  if (!staged.same(y)) strided_copy(staged, y);
+}
+
+// ---- broadcast ----
+
+std::vector<TensorMeta> infer_broadcast(std::span<const TensorMeta> in, const Attrs& a) {
+  if (a.start < 0 || a.start >= comm::size()) {
+    throw ShapeError(detail::concat("broadcast: root rank ", a.start, " is outside a job of ",
+                                    comm::size(), " ranks, for ", describe_meta(in[0])));
+  }
+  if (in[0].dtype == DType::f16 || in[0].dtype == DType::bf16) {
+    throw ShapeError("broadcast: f32, integer or bool data, got " + describe_meta(in[0]));
+  }
+  return {in[0]};
+}
+
+void broadcast_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& y = out[0];
+  Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
+  copy_into(in[0], staged);
+  comm::broadcast(staged.raw_data(), staged.numel(), staged.dtype(), int(a.start));
+  if (!staged.same(y)) strided_copy(staged, y);
+}
+
+// ---- all_gather / reduce_scatter ----
+
+std::vector<TensorMeta> infer_all_gather(std::span<const TensorMeta> in, const Attrs&) {
+  if (in[0].shape.rank() == 0) {
+    throw ShapeError("all_gather: needs at least one dimension, got " + describe_meta(in[0]));
+  }
+  if (in[0].dtype == DType::f16 || in[0].dtype == DType::bf16) {
+    throw ShapeError("all_gather: f32, integer or bool data, got " + describe_meta(in[0]));
+  }
+  std::vector<int64_t> dims = in[0].shape.dims();
+  dims[0] *= comm::size();
+  return {TensorMeta{Shape(std::move(dims)), in[0].dtype}};
+}
+
+void all_gather_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
+  Tensor x = dense_input(in[0]);
+  comm::all_gather(x.raw_data(), out[0].raw_data(), x.numel(), x.dtype());
+}
+
+std::vector<TensorMeta> infer_reduce_scatter(std::span<const TensorMeta> in, const Attrs&) {
+  check_reducible("reduce_scatter", in[0]);
+  const int64_t n = comm::size();
+  if (in[0].shape.rank() == 0 || in[0].shape[0] % n != 0) {
+    throw ShapeError(detail::concat("reduce_scatter: dimension 0 of ", describe_meta(in[0]),
+                                    " must be a multiple of the ", n, " ranks"));
+  }
+  std::vector<int64_t> dims = in[0].shape.dims();
+  dims[0] /= n;
+  return {TensorMeta{Shape(std::move(dims)), in[0].dtype}};
+}
+
+void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor x = dense_input(in[0]);
+  comm::reduce_scatter(x.raw_data(), out[0].raw_data(), out[0].numel(), x.dtype(), reduce_op(a));
+}
+
+// ---- barrier ----
+
+std::vector<TensorMeta> infer_barrier(std::span<const TensorMeta>, const Attrs&) {
+  return {TensorMeta{Shape({}), DType::i32}};
+}
+
+void barrier_kernel(std::span<const Tensor>, std::span<Tensor> out, const Attrs&) {
+  comm::barrier();
+  *out[0].data<int32_t>() = comm::size();
+}
+
+Cost no_cost(std::span<const TensorMeta>, std::span<const TensorMeta>, const Attrs&) {
+  return {};
+}
+
+// ---- gradient buckets ----
+
+// The reductions in flight, by the address of their bucket (the start's output).
+struct InFlight {
+  std::mutex mutex;
+  std::map<const void*, comm::Work> work;
+};
+InFlight& in_flight() {
+  static InFlight f;
+  return f;
+}
+
+std::vector<TensorMeta> infer_bucket_start(std::span<const TensorMeta> in, const Attrs&) {
+  if (in.empty()) throw ShapeError("all_reduce_bucket_start: needs at least one gradient");
+  int64_t total = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].dtype != DType::f32) {
+      throw ShapeError(detail::concat("all_reduce_bucket_start: gradient ", i, " is ",
+                                      describe_meta(in[i]),
+                                      "; data parallelism reduces f32 gradients"));
+    }
+    total += in[i].shape.numel();
+  }
+  return {TensorMeta{Shape({total}), DType::f32}};
+}
+
+void bucket_start_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& flat = out[0];
+  float* base = flat.data<float>();
+  int64_t at = 0;
+  for (const Tensor& g : in) {
+    Tensor window = flat.view_as(g.shape(), contiguous_strides(g.shape()), flat.offset() + at);
+    copy_into(g, window);
+    at += g.numel();
+  }
+  if (a.scalar != 1.0) {
+    const float s = float(a.scalar);
+    for (int64_t i = 0; i < at; ++i) base[i] *= s;
+  }
+  comm::Work work = comm::all_reduce_async(base, at, DType::f32);
+  if (!work.pending()) return;
+  InFlight& f = in_flight();
+  std::lock_guard<std::mutex> lock(f.mutex);
+  f.work[base] = std::move(work);
+}
+
+std::vector<TensorMeta> infer_bucket_wait(std::span<const TensorMeta> in, const Attrs&) {
+  if (in[0].dtype != DType::f32 || in[0].shape.rank() != 1) {
+    throw ShapeError(
+        "all_reduce_bucket_wait: expects the f32 vector of all_reduce_bucket_start, "
+        "got " +
+        describe_meta(in[0]));
+  }
+  return {in[0]};
+}
+
+void bucket_wait_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
+  comm::Work work;
+  {
+    InFlight& f = in_flight();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    auto it = f.work.find(in[0].raw_data());
+    if (it != f.work.end()) {
+      work = std::move(it->second);
+      f.work.erase(it);
+    }
+  }
+  work.wait();
+  if (in[0].raw_data() != out[0].raw_data()) {
+    std::memcpy(out[0].raw_data(), in[0].raw_data(), size_t(in[0].nbytes()));
+  }
+}
+
+Cost bucket_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+  return ring_cost(in, out, a);
+}
+
+}  // namespace
+
+const OpDef op_def_all_reduce = {
+    .name = "all_reduce",
+    .infer = infer_all_reduce,
+    .kernel = all_reduce_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      return {all_reduce(c.grad_outputs[0], CollectiveReduction(c.attrs.reduction))};
+    },
+    .f16_kernels = false,
+    .cost = ring_cost,
+};
+
+const OpDef op_def_broadcast = {
+    .name = "broadcast",
+    .infer = infer_broadcast,
+    .kernel = broadcast_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      const Tensor sum = all_reduce(c.grad_outputs[0], CollectiveReduction::sum);
+      return {comm::rank() == c.attrs.start ? sum : mul_scalar(sum, 0.0)};
+    },
+    .f16_kernels = false,
+    .cost = ring_cost,
+};
+
+const OpDef op_def_all_gather = {
+    .name = "all_gather",
+    .infer = infer_all_gather,
+    .kernel = all_gather_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      return {reduce_scatter(c.grad_outputs[0])};
+    },
+    .f16_kernels = false,
+    .cost = ring_cost,
+};
+
+const OpDef op_def_reduce_scatter = {
+    .name = "reduce_scatter",
+    .infer = infer_reduce_scatter,
+    .kernel = reduce_scatter_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {all_gather(c.grad_outputs[0])}; },
+    .f16_kernels = false,
+    .cost = ring_cost,
+};
+
+const OpDef op_def_barrier = {
+    .name = "barrier",
+    .num_inputs = 0,
+    .infer = infer_barrier,
+    .kernel = barrier_kernel,
+    .no_grad_reason = "takes no input",
+    .cost = no_cost,
+};
+
+const OpDef op_def_all_reduce_bucket_start = {
+    .name = "all_reduce_bucket_start",
+    .num_inputs = -1,
+    .infer = infer_bucket_start,
+    .kernel = bucket_start_kernel,
+    .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
+    .f16_kernels = false,
+    .cost = bucket_cost,
+};
+
+const OpDef op_def_all_reduce_bucket_wait = {
+    .name = "all_reduce_bucket_wait",
+    .infer = infer_bucket_wait,
+    .kernel = bucket_wait_kernel,
+    .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
+    .f16_kernels = false,
+    .cost = no_cost,
+};
+
+Tensor all_reduce(const Tensor& x, CollectiveReduction reduction) {
+  Attrs a;
+  a.reduction = int64_t(reduction);
+  return call1(OpKind::all_reduce, {x}, a);
+}
+
+Tensor broadcast(const Tensor& x, int root) {
+  Attrs a;
+  a.start = root;
+  return call1(OpKind::broadcast, {x}, a);
+}
+
+Tensor all_gather(const Tensor& x) {
+  return call1(OpKind::all_gather, {x});
+}
+
+Tensor reduce_scatter(const Tensor& x) {
+  return call1(OpKind::reduce_scatter, {x});
+}
+
+Tensor barrier() {
+  return std::move(call(OpKind::barrier, std::span<const Tensor>())[0]);
+}
+
+Tensor all_reduce_bucket_start(const std::vector<Tensor>& grads, double prescale) {
+  Attrs a;
+  a.scalar = prescale;
+  return std::move(call(OpKind::all_reduce_bucket_start, std::span<const Tensor>(grads), a)[0]);
+}
+
+Tensor all_reduce_bucket_wait(const Tensor& bucket) {
+  return call1(OpKind::all_reduce_bucket_wait, {bucket});
+}
+
+}  // namespace kiln::ops
