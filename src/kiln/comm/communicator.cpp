@@ -3,7 +3,10 @@
 // MPI's C API only: the deprecated C++ bindings would need their own library.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
+#include <sys/prctl.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -24,14 +27,30 @@ struct Work::State {
   std::condition_variable done_cv;
   bool done = false;
   std::exception_ptr error;
+  std::atomic<bool> waited_for{false};  // the caller blocks in wait(): nothing else to overlap
 };
 
 namespace {
 
 struct Job {
-  std::function<void()> run;
+  std::function<void(const Work::State&)> run;
   std::shared_ptr<Work::State> state;
+  int64_t bytes = 0;
 };
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Counters {
+  std::atomic<int64_t> collectives{0}, bytes{0}, busy_ns{0}, waited_ns{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
 
 // The one thread that makes MPI calls after MPI_Init_thread (MPI_THREAD_SERIALIZED): jobs run
 // in submission order, which is program order on every rank, so collectives always match.
@@ -40,11 +59,11 @@ class CommThread {
   CommThread() : thread_([this] { loop(); }) {}
   ~CommThread() { stop(); }
 
-  std::shared_ptr<Work::State> submit(std::function<void()> run) {
+  std::shared_ptr<Work::State> submit(std::function<void(const Work::State&)> run, int64_t bytes) {
     auto state = std::make_shared<Work::State>();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      jobs_.push_back({std::move(run), state});
+      jobs_.push_back({std::move(run), state, bytes});
     }
     cv_.notify_one();
     return state;
@@ -62,6 +81,9 @@ class CommThread {
 
  private:
   void loop() {
+    // Sleeps between polls of a collective in flight are short (see complete()): ask the kernel
+    // for microsecond timer precision instead of its default 50 us slack.
+    prctl(PR_SET_TIMERSLACK, 1000UL);
     for (;;) {
       Job job;
       {
@@ -72,11 +94,16 @@ class CommThread {
         jobs_.pop_front();
       }
       std::exception_ptr error;
+      const int64_t begin = now_ns();
       try {
-        job.run();
+        job.run(*job.state);
       } catch (...) {
         error = std::current_exception();
       }
+      Counters& c = counters();
+      c.busy_ns += now_ns() - begin;
+      c.bytes += job.bytes;
+      ++c.collectives;
       {
         std::lock_guard<std::mutex> lock(job.state->mutex);
         job.state->error = error;
@@ -175,8 +202,24 @@ void check_count(int64_t count, const char* what) {
 // MPI counts are ints: larger buffers go in chunks.
 constexpr int64_t kChunk = int64_t(1) << 30;
 
-std::shared_ptr<Work::State> submit(std::function<void()> run) {
-  return membership().thread->submit(std::move(run));
+std::shared_ptr<Work::State> submit(std::function<void(const Work::State&)> run,
+                                    int64_t bytes = 0) {
+  return membership().thread->submit(std::move(run), bytes);
+}
+
+// Polls a nonblocking collective to completion. While the caller computes (overlap), the
+// thread sleeps between polls: a spinning wait would take the core from the computation that
+// the communication is meant to hide behind. Once the caller waits for it, it spins.
+int complete(MPI_Request& request, const Work::State& state) {
+  const int64_t spin_until = now_ns() + 20'000;
+  for (;;) {
+    int done = 0;
+    const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS || done) return code;
+    if (!state.waited_for.load(std::memory_order_relaxed) && now_ns() > spin_until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
 }
 
 std::shared_ptr<Work::State> completed() {
@@ -255,8 +298,13 @@ Work::~Work() {
 void Work::wait() {
   if (!state_) return;
   std::shared_ptr<State> s = std::move(state_);
+  s->waited_for = true;
   std::unique_lock<std::mutex> lock(s->mutex);
-  s->done_cv.wait(lock, [&] { return s->done; });
+  if (!s->done) {
+    const int64_t begin = now_ns();
+    s->done_cv.wait(lock, [&] { return s->done; });
+    counters().waited_ns += now_ns() - begin;
+  }
   if (s->error) std::rethrow_exception(s->error);
 }
 
@@ -265,14 +313,21 @@ Work all_reduce_async(void* data, int64_t count, DType dtype, ReduceOp op) {
   if (size() == 1 || count == 0) return Work(completed());
   MPI_Datatype type = mpi_type(dtype, "all_reduce");
   const size_t element = dtype_size(dtype);
-  return Work(submit([=] {
-    for (int64_t done = 0; done < count; done += kChunk) {
-      const int n = int(std::min(kChunk, count - done));
-      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + size_t(done) * element, n, type,
-                          mpi_op(op), MPI_COMM_WORLD),
-            detail::concat("all_reduce of ", count, " ", dtype_name(dtype), " elements"));
-    }
-  }));
+  return Work(submit(
+      [=](const Work::State& state) {
+        for (int64_t done = 0; done < count; done += kChunk) {
+          const int n = int(std::min(kChunk, count - done));
+          MPI_Request request;
+          int code = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + size_t(done) * element,
+                                    n, type, mpi_op(op), MPI_COMM_WORLD, &request);
+          if (code == MPI_SUCCESS) code = complete(request, state);
+          if (code != MPI_SUCCESS) {
+            check(code,
+                  detail::concat("all_reduce of ", count, " ", dtype_name(dtype), " elements"));
+          }
+        }
+      },
+      count * int64_t(element)));
 }
 
 void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) {
@@ -288,7 +343,7 @@ void broadcast(void* data, int64_t count, DType dtype, int root) {
   if (size() == 1 || count == 0) return;
   MPI_Datatype type = mpi_type(dtype, "broadcast");
   const size_t element = dtype_size(dtype);
-  Work(submit([=] {
+  Work(submit([=](const Work::State&) {
     for (int64_t done = 0; done < count; done += kChunk) {
       const int n = int(std::min(kChunk, count - done));
       check(MPI_Bcast(static_cast<char*>(data) + size_t(done) * element, n, type, root,
@@ -306,7 +361,7 @@ void all_gather(const void* send, void* recv, int64_t count, DType dtype) {
   }
   if (count > INT_MAX) throw Error("communication: all_gather of more than 2^31 elements");
   MPI_Datatype type = mpi_type(dtype, "all_gather");
-  Work(submit([=] {
+  Work(submit([=](const Work::State&) {
     check(MPI_Allgather(send, int(count), type, recv, int(count), type, MPI_COMM_WORLD),
           detail::concat("all_gather of ", count, " ", dtype_name(dtype), " elements per rank"));
   })).wait();
@@ -320,7 +375,7 @@ void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, Re
   }
   if (count > INT_MAX) throw Error("communication: reduce_scatter of more than 2^31 elements");
   MPI_Datatype type = mpi_type(dtype, "reduce_scatter");
-  Work(submit([=] {
+  Work(submit([=](const Work::State&) {
     check(
         MPI_Reduce_scatter_block(send, recv, int(count), type, mpi_op(op), MPI_COMM_WORLD),
         detail::concat("reduce_scatter of ", count, " ", dtype_name(dtype), " elements per rank"));
@@ -329,7 +384,20 @@ void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, Re
 
 void barrier() {
   if (size() == 1) return;
-  Work(submit([] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); })).wait();
+  Work(submit([](const Work::State&) { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); })).wait();
+}
+
+Stats stats() {
+  Counters& c = counters();
+  return {c.collectives.load(), c.bytes.load(), c.busy_ns.load(), c.waited_ns.load()};
+}
+
+void reset_stats() {
+  Counters& c = counters();
+  c.collectives = 0;
+  c.bytes = 0;
+  c.busy_ns = 0;
+  c.waited_ns = 0;
 }
 
 void abort_job(const std::string& message, int exit_code) {

@@ -69,6 +69,18 @@ void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype,
                     ReduceOp op = ReduceOp::sum);
 void barrier();
 
+// What the communicator's thread has done since the last reset: collectives run, the time it
+// spent in them, and how long callers were blocked waiting for one (Work::wait). The share of
+// communication hidden behind computation is 1 - waited / busy.
+struct Stats {
+  int64_t collectives = 0;
+  int64_t bytes = 0;
+  int64_t busy_ns = 0;
+  int64_t waited_ns = 0;
+};
+Stats stats();
+void reset_stats();
+
 // Ends the whole job after printing `message` (a rank's error) on stderr: MPI_Abort, so the
 // launcher stops every other rank instead of leaving them waiting in a collective.
 [[noreturn]] void abort_job(const std::string& message, int exit_code);

@@ -1,0 +1,91 @@
+// Kiln's all-reduce (comm::all_reduce: submitted to the communicator's thread, which runs
+// OpenMPI's MPI_Allreduce) against OpenMPI's own MPI_Allreduce called directly, both in place on
+// buffers kept across calls, sizes 4 KiB to 64 MiB, alternating rounds so both see the same
+// machine. Prints, per size, each one's median time and bus bandwidth (2 (n-1)/n · bytes / time,
+// the traffic a ring all-reduce moves per rank) and their ratio, and a CSV for alpha_beta.py.
+//
+//   mpirun -np 2 build/bench/kiln_allreduce_bench [--csv FILE]
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kiln/comm/communicator.h"
+
+namespace {
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Median seconds per call over `rounds` rounds of `reps` calls (every rank runs the same count).
+template <class F>
+double time_calls(F call, int reps) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = seconds_now();
+  for (int i = 0; i < reps; ++i) call();
+  double t = (seconds_now() - t0) / reps;
+  // The slowest rank's time is the collective's.
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string csv_path;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--csv") csv_path = argv[i + 1];
+  }
+  kiln::comm::init();
+  const int rank = kiln::comm::rank(), n = kiln::comm::size();
+  if (n < 2) {
+    std::fprintf(stderr, "run under mpirun with 2 or more ranks\n");
+    return 2;
+  }
+  FILE* csv = nullptr;
+  if (rank == 0 && !csv_path.empty()) {
+    csv = std::fopen(csv_path.c_str(), "w");
+    if (csv) std::fprintf(csv, "ranks,bytes,mpi_s,kiln_s\n");
+  }
+  if (rank == 0) {
+    std::printf("%10s %12s %12s %12s %12s %8s\n", "bytes", "MPI us", "Kiln us", "MPI GB/s",
+                "Kiln GB/s", "Kiln/MPI");
+  }
+  for (int64_t bytes = 4096; bytes <= (int64_t(64) << 20); bytes *= 4) {
+    const int64_t count = bytes / 4;
+    std::vector<float> a(size_t(count), 1.0f), b(size_t(count), 1.0f);
+    const int reps = int(std::clamp<int64_t>((int64_t(256) << 20) / bytes, 4, 2000));
+    auto mpi = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, a.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    auto kiln = [&] { kiln::comm::all_reduce(b.data(), count, kiln::DType::f32); };
+    // Warm both paths (first touch, OpenMPI's connection set-up).
+    time_calls(mpi, 2);
+    time_calls(kiln, 2);
+    std::vector<double> mpi_s, kiln_s;
+    for (int round = 0; round < 5; ++round) {
+      mpi_s.push_back(time_calls(mpi, reps));
+      kiln_s.push_back(time_calls(kiln, reps));
+    }
+    const double tm = median(mpi_s), tk = median(kiln_s);
+    const double traffic = 2.0 * (n - 1) / n * double(bytes);
+    if (rank == 0) {
+      std::printf("%10lld %12.1f %12.1f %12.2f %12.2f %8.2f\n", static_cast<long long>(bytes),
+                  tm * 1e6, tk * 1e6, traffic / tm / 1e9, traffic / tk / 1e9, tm / tk);
+      if (csv) std::fprintf(csv, "%d,%lld,%.9f,%.9f\n", n, static_cast<long long>(bytes), tm, tk);
+    }
+  }
+  if (csv) std::fclose(csv);
+  return 0;
+}
