@@ -8,6 +8,8 @@
 
 #include "kiln/autograd/tape.h"
 #include "kiln/comm/communicator.h"
+#include "kiln/graph/executor.h"
+#include "kiln/graph/tracer.h"
 #include "kiln/ops/comm/collectives.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
@@ -114,6 +116,24 @@ TEST(Collectives, BucketStartAndWaitSumPrescaledGradients) {
   }
   EXPECT_EQ(values(reduced), want);
   EXPECT_THROW(ops::all_reduce_bucket_start({Tensor::zeros({2}, DType::i32)}, 1.0), ShapeError);
+}
+
+TEST(Collectives, GraphModeRunsWhatEagerRuns) {
+  auto f = [](const Tensor& x) {
+    Tensor r = ops::all_reduce(ops::mul_scalar(x, 2.0), ops::CollectiveReduction::mean);
+    return ops::add(ops::all_gather(r), ops::all_gather(ops::broadcast(x, 0)));
+  };
+  Tensor x = rank_input(me(), Shape({2, 3}));
+  graph::Graph g;
+  {
+    graph::Tracer tracer(g);
+    tracer.add_output(f(tracer.input(ops::meta_of(x), "x")));
+    tracer.finish();
+  }
+  graph::Executable exe(std::move(g), {.fusion = true});
+  for (int step = 0; step < 2; ++step) {
+    EXPECT_EQ(values(exe.run(std::vector<Tensor>{x})[0]), values(f(x))) << "step " << step;
+  }
 }
 
 // The job-wide objective: every rank's sum(w_r * op(x_r)), added over the ranks.
