@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     opt.advance();
     return l.item<float>();
   };
-  if (std::getenv("KILN_EAGER_PROFILE")) ops::hooks().on_kernel = on_kernel;
+  if (!graph_mode) autograd::install_tape();
+  if (std::getenv("KILN_EAGER_PROFILE")) ops::dispatch_chain().set_kernel_observer(on_kernel);
   const double rss_before_steps = current_rss_mib();
   auto t0 = std::chrono::steady_clock::now();
   float first = run_step();
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
       graph_mode ? micro_batches : 1, double(batch) * steps / (ms / 1000.0), ms / steps,
       cpu_ms / steps, first_ms, compile_ms, double(arena) / 1048576.0,
       double(st.peak_bytes) / 1048576.0, peak_rss, peak_rss - rss_before_steps, first, last);
-  if (ops::hooks().on_kernel) {
+  if (ops::dispatch_chain().kernel_observer()) {
     for (size_t k = 0; k < ops::kNumOps; ++k) {
       if (g_op_ns[k] > 0) {
         std::fprintf(stderr, "  %.3f ms  %s\n", g_op_ns[k] / 1e6 / steps,

@@ -72,6 +72,7 @@ TEST(CastPlacement, NeverTouchesCastsUpdatesOrIntegers) {
 }
 
 TEST(Autocast, O1MatmulRunsInBf16AndMasterWeightGradIsFp32) {
+  autograd::install_tape();
   Tensor x = Tensor::full({4, 8}, 0.5);
   Tensor w = Tensor::full({8, 3}, 0.25);
   w.set_requires_grad(true);

@@ -15,6 +15,7 @@ Tensor leaf(std::vector<float> v, Shape s) {
 }
 
 TEST(Tape, ReusedValueAccumulatesBothPaths) {
+  autograd::install_tape();
   // y = x*x + x  ->  dy/dx = 2x + 1
   Tensor x = leaf({1, 2, 3}, {3});
   Tensor y = ops::sum(ops::add(ops::mul(x, x), x));
@@ -23,6 +24,7 @@ TEST(Tape, ReusedValueAccumulatesBothPaths) {
 }
 
 TEST(Tape, DiamondGraphVisitsSharedNodeOnce) {
+  autograd::install_tape();
   // a = x*2; y = a*a + a*3 -> dy/dx = (2a + 3) * 2
   Tensor x = leaf({1, -1}, {2});
   Tensor a = ops::mul_scalar(x, 2.0);
@@ -32,6 +34,7 @@ TEST(Tape, DiamondGraphVisitsSharedNodeOnce) {
 }
 
 TEST(Tape, BackwardAccumulatesIntoGradAcrossCalls) {
+  autograd::install_tape();
   Tensor x = leaf({2}, {1});
   autograd::backward(ops::sum(ops::mul(x, x)));
   EXPECT_FLOAT_EQ(x.grad().item<float>(), 4.0f);
@@ -42,6 +45,7 @@ TEST(Tape, BackwardAccumulatesIntoGradAcrossCalls) {
 }
 
 TEST(Tape, NoGradScopeRecordsNothing) {
+  autograd::install_tape();
   Tensor x = leaf({1, 2}, {2});
   Tensor y;
   {
@@ -53,6 +57,7 @@ TEST(Tape, NoGradScopeRecordsNothing) {
 }
 
 TEST(Tape, UnusedInputGetsZeroGradient) {
+  autograd::install_tape();
   Tensor x = leaf({1, 2}, {2});
   Tensor unused = leaf({5}, {1});
   std::vector<Tensor> g = autograd::grad(ops::sum(x), {x, unused});
@@ -60,6 +65,7 @@ TEST(Tape, UnusedInputGetsZeroGradient) {
 }
 
 TEST(Tape, NonScalarRootNeedsGradOutput) {
+  autograd::install_tape();
   Tensor x = leaf({1, 2}, {2});
   Tensor y = ops::mul_scalar(x, 3.0);
   EXPECT_THROW(autograd::backward(y), Error);
@@ -68,6 +74,7 @@ TEST(Tape, NonScalarRootNeedsGradOutput) {
 }
 
 TEST(Tape, GradientsFlowThroughViews) {
+  autograd::install_tape();
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor t = ops::transpose(x, 0, 1);   // [3, 2] view
   Tensor s = ops::slice(t, 0, 1, 3);    // rows 1..2 of the transpose
@@ -77,6 +84,7 @@ TEST(Tape, GradientsFlowThroughViews) {
 }
 
 TEST(Tape, SavedTensorsAreFreedAfterBackward) {
+  autograd::install_tape();
   Tensor x = leaf({1, 2, 3}, {3});
   Tensor y = ops::mul(x, x);
   Tensor loss = ops::sum(y);

@@ -9,6 +9,7 @@ using namespace testing;
 // Graph autodiff of loss(params, x) must equal autograd::grad of the same function.
 void expect_grads_match(const std::function<Tensor(const std::vector<Tensor>&, const Tensor&)>& f,
                         std::vector<Tensor> params, const Tensor& x) {
+  autograd::install_tape();
   for (Tensor& p : params) p.set_requires_grad(true);
   std::vector<Tensor> eager = autograd::grad(f(params, x), params);
   Graph g;
@@ -83,6 +84,7 @@ TEST(GraphAutodiff, LossMustBeAScalar) {
 // Loss scaling seeds the backward with a state scalar: the gradients are d(loss)/d(p) times the
 // seed's value at run time, not at trace time (a new scale must not need a recompile).
 TEST(GraphAutodiff, SeedIsReadEveryRun) {
+  autograd::install_tape();
   std::vector<Tensor> p = mlp_params(6, 5, 3, 4);
   for (Tensor& t : p) t.set_requires_grad(true);
   Tensor labels = random_labels(4, 3, 9), x = random_tensor({4, 6}, 5);

@@ -55,6 +55,7 @@ inline std::vector<Tensor> clone_all(const std::vector<Tensor>& ts) {
 // One eager SGD step; returns the loss.
 inline float eager_step(const LossFn& f, std::vector<Tensor>& params, const Tensor& x,
                         const Tensor& labels, const Tensor& lr) {
+  autograd::install_tape();
   Tensor loss = f(params, x, labels);
   std::vector<Tensor> grads = autograd::grad(loss, params);
   NoGradGuard no_grad;

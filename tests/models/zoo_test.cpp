@@ -58,6 +58,7 @@ TEST(Zoo, UnknownNamesAreListed) {
 }
 
 TEST(Zoo, EveryModelLearnsAFixedBatch) {
+  autograd::install_tape();
   for (const std::string& name : model_names()) {
     set_seed(5);
     auto net = create(name);

@@ -23,6 +23,7 @@ void expect_values(const Tensor& t, const std::vector<float>& expected, float to
 }
 
 TEST(Dense, ForwardAndGradientByHand) {
+  autograd::install_tape();
   Dense d(3, 2, {.weight_init = Constant(0), .bias_init = Constant(0)});
   d.weight().copy_from(vec({1, 2, 3, -1, 0, 1}, {2, 3}));
   d.bias().copy_from(vec({0.5f, -0.5f}, {2}));
@@ -179,6 +180,7 @@ TEST(Basic, FlattenAndDropout) {
 }
 
 TEST(Embedding, LooksUpRowsAndAccumulatesGradients) {
+  autograd::install_tape();
   Embedding e(4, 2, {.embedding_table_init = Constant(0)});
   e.embedding_table().copy_from(vec({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2}));
   Tensor idx = Tensor::from_vector(std::vector<int32_t>{3, 0, 3}, {3});

@@ -33,6 +33,7 @@ TEST(SoftmaxCrossEntropyWithLogits, SparseReductions) {
 }
 
 TEST(SoftmaxCrossEntropyWithLogits, DenseLabelsAndGradient) {
+  autograd::install_tape();
   Tensor onehot = Tensor::from_vector(std::vector<float>{0, 0, 1, 1, 0, 0}, {2, 3});
   Tensor x = logits();
   x.set_requires_grad(true);
@@ -65,6 +66,7 @@ TEST(SoftmaxCrossEntropyWithLogits, BadInputsAreNamed) {
 }
 
 TEST(MSELoss, ReductionsAndGradient) {
+  autograd::install_tape();
   Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 0, 4}, {2, 2});
   Tensor b = Tensor::from_vector(std::vector<float>{3, 5, 0, 3}, {2, 2});
   EXPECT_NEAR(MSELoss()(a, b).item<float>(), (4 + 9 + 0 + 1) / 4.0, 1e-6);

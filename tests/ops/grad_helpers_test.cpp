@@ -40,6 +40,7 @@ TEST(GeluGrad, ForwardAndSecondDerivative) {
 }
 
 TEST(GeluGrad, MatchesTapeGradientOfGelu) {
+  autograd::install_tape();
   Tensor x = random_tensor({50}, 5, -3, 3).detach();
   x.set_requires_grad(true);
   Tensor dx = autograd::grad(ops::sum(ops::gelu(x)), {x})[0];

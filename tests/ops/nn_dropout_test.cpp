@@ -34,6 +34,7 @@ TEST(NnDropout, EvalIsIdentityAndSeedsReproduce) {
 }
 
 TEST(NnDropout, GradientIsGradTimesMask) {
+  autograd::install_tape();
   Tensor x = random_tensor({6, 7}, 3).detach();
   x.set_requires_grad(true);
   std::vector<Tensor> out = ops::dropout(x, 0.4, true);

@@ -56,6 +56,7 @@ inline void expect_forward_matches(const KilnFn& fn, const RefFn& ref,
 inline void expect_gradients_match(const KilnFn& fn, const RefFn& ref, std::vector<Tensor> inputs,
                                    std::vector<int> differentiable = {}, double atol = 1e-3,
                                    double rtol = 1e-2, double step = 1e-6) {
+  autograd::install_tape();
   if (differentiable.empty()) {
     for (size_t i = 0; i < inputs.size(); ++i) differentiable.push_back(int(i));
   }

@@ -34,6 +34,7 @@ struct Trainer {
                                             optim::MomentumOptions{.momentum = 0.9});
   }
   float eager_step(const Tensor& x, const Tensor& y) {
+    autograd::install_tape();
     opt->prepare_step();
     Tensor l = loss(net->construct(x), y);
     std::vector<Tensor> grads = autograd::grad(l, net->trainable_params());
@@ -150,6 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, CompiledStepAgreement,
 // Adam's step size (bias correction) and a decaying lr live in scalar tensors rewritten by
 // prepare_step(): the compiled step must read them every step, never bake the first values in.
 TEST(CompiledTrainStep, AdamWithScheduleMatchesEager) {
+  autograd::install_tape();
   auto make = [](std::shared_ptr<nn::Cell>& net, std::unique_ptr<optim::Adam>& opt) {
     set_seed(7);
     net = models::create("mlp");
@@ -249,6 +251,7 @@ namespace {
 // graph nodes. bf16 O2 losses match eager O2 within bf16 tolerance (different summation orders
 // round differently in bf16), and the fp32 master weights stay fp32.
 TEST(CompiledTrainStep, AmpO2MatchesEagerO2) {
+  autograd::install_tape();
   const amp::AmpConfig o2{amp::AmpLevel::O2, DType::bf16, true};
   for (const std::string model : {"lenet", "resnet20"}) {
     Trainer eager(model), graph(model);

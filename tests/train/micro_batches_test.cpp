@@ -44,6 +44,7 @@ struct Trainer {
     }
   }
   float eager_step(const Tensor& x, const Tensor& y) {
+    autograd::install_tape();
     opt->prepare_step();
     Tensor l = loss(net->construct(x), y);
     opt->apply(autograd::grad(l, net->trainable_params()));

@@ -43,6 +43,10 @@ bool autocast_hook(ops::OpKind kind, std::span<const Tensor> inputs,
 
 }  // namespace
 
+void install_autocast() {
+  ops::dispatch_chain().set_autocast(autocast_hook);
+}
+
 std::optional<DType> compute_dtype(ops::OpKind kind, std::span<const DType> input_dtypes,
                                    const AmpConfig& config) {
   const ops::OpDef& def = ops::op_def(kind);
@@ -88,7 +92,7 @@ std::optional<DType> compute_dtype(ops::OpKind kind, std::span<const DType> inpu
 }
 
 AutocastScope::AutocastScope(const AmpConfig& config) : previous_(t_config) {
-  ops::hooks().autocast = autocast_hook;
+  install_autocast();
   if (config.level == AmpLevel::O0) {
     t_config.reset();
   } else {

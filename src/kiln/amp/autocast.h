@@ -13,6 +13,10 @@
 
 namespace kiln::amp {
 
+// Installs autocast into the dispatch chain, ops/dispatch_chain.h (idempotent, thread-safe;
+// AutocastScope's constructor calls it). Outside a scope it leaves every op alone.
+void install_autocast();
+
 class AutocastScope {
  public:
   explicit AutocastScope(const AmpConfig& config);

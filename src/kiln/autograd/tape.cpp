@@ -47,10 +47,6 @@ void record(ops::OpKind kind, std::span<const Tensor> inputs, std::span<const Te
   }
 }
 
-struct Installer {
-  Installer() { install(); }
-} g_installer;
-
 Tensor accumulate(const Tensor& existing, const Tensor& g) {
   return existing.defined() ? ops::add(existing, g) : g;
 }
@@ -64,6 +60,11 @@ template <class OnLeaf>
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph,
                   OnLeaf on_leaf) {
   if (!root.requires_grad()) {
+    if (!tape_installed()) {
+      throw Error("backward: the tensor " + describe(root) +
+                  " does not require grad, and the autograd tape is not installed: call "
+                  "autograd::install_tape() before the forward pass");
+    }
     throw Error("backward: the tensor " + describe(root) +
                 " does not require grad (no parameter took part in computing it)");
   }
@@ -149,8 +150,12 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
 
 }  // namespace
 
-void install() {
-  ops::hooks().record = record;
+void install_tape() {
+  ops::dispatch_chain().set_tape(record);
+}
+
+bool tape_installed() {
+  return ops::dispatch_chain().tape() == record;
 }
 
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {

@@ -32,8 +32,12 @@ struct GradNode {
 
 namespace autograd {
 
-// Installs the tape's hook into the dispatcher (done once, automatically, at start-up).
-void install();
+// Installs the tape into the dispatch chain (ops/dispatch_chain.h), so eager ops on tensors that
+// require grad are recorded from then on. Idempotent and thread-safe; call it before the forward
+// pass whose gradients you want (train::Model does).
+void install_tape();
+// Whether install_tape() has run in this process.
+bool tape_installed();
 
 // Accumulates d(root)/d(leaf) into every leaf's .grad(). root must be a scalar unless
 // grad_output (same shape as root) is given.

@@ -22,13 +22,17 @@ std::vector<Tensor> trace_hook(ops::OpKind kind, std::span<const Tensor> inputs,
 
 }  // namespace
 
+void install_tracer() {
+  ops::dispatch_chain().set_tracer(trace_hook);
+}
+
 Tracer* Tracer::current() {
   return t_current;
 }
 
 Tracer::Tracer(Graph& graph) : graph_(graph), previous_(t_current) {
   if (previous_) throw Error("graph tracer: a trace is already active on this thread");
-  ops::hooks().trace = trace_hook;
+  install_tracer();
   t_current = this;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The tracer: while one is active on this thread, every op called on a traced tensor is recorded
-// into its Graph instead of being run (ops::call hands it to the dispatcher's trace hook).
+// into its Graph instead of being run (ops::call hands it to the tracer's slot of the dispatch
+// chain, ops/dispatch_chain.h, which every Tracer installs).
 //
 // Real tensors that reach a traced op are captured BY REFERENCE: the graph keeps a handle on the
 // tensor itself, so kernels read the current parameter values and in-place ops (optimizer
@@ -15,6 +16,10 @@
 #include "kiln/graph/ir.h"
 
 namespace kiln::graph {
+
+// Installs the tracer into the dispatch chain (idempotent, thread-safe; Tracer's constructor
+// calls it).
+void install_tracer();
 
 class Tracer {
  public:

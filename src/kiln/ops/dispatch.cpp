@@ -10,6 +10,9 @@ namespace {
 
 std::vector<Tensor> call_via_f32(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs);
 
+// The process's chain (dispatch_chain.h), constant-initialized so no static constructor runs.
+constinit DispatchChain g_chain;
+
 thread_local bool t_grad_enabled = true;
 thread_local bool t_skip_autocast = false;
 
@@ -56,9 +59,8 @@ std::vector<Tensor> call_via_f32(OpKind kind, std::span<const Tensor> inputs, co
 
 }  // namespace
 
-DispatchHooks& hooks() {
-  static DispatchHooks h;
-  return h;
+DispatchChain& dispatch_chain() {
+  return g_chain;
 }
 
 bool grad_enabled() {
@@ -94,10 +96,10 @@ void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> o
 std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
-  DispatchHooks& h = hooks();
-  if (h.autocast && !t_skip_autocast) {
+  // 1. Autocast.
+  if (AutocastInterceptor autocast = g_chain.autocast(); autocast && !t_skip_autocast) {
     std::vector<Tensor> cast_inputs;
-    if (h.autocast(kind, inputs, cast_inputs)) return call(kind, cast_inputs, attrs);
+    if (autocast(kind, inputs, cast_inputs)) return call(kind, cast_inputs, attrs);
   }
   std::vector<TensorMeta> in_metas;
   in_metas.reserve(inputs.size());
@@ -115,26 +117,33 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
     if (any_f16) return call_via_f32(kind, inputs, attrs);
   }
   std::vector<TensorMeta> out_metas = def.infer(in_metas, attrs);
+  // 3. The graph tracer takes every op on a traced tensor (the tape never sees those).
   if (traced) {
-    if (!h.trace) throw Error(std::string(def.name) + ": traced input but no graph is tracing");
-    return h.trace(kind, inputs, attrs, out_metas);
+    TraceInterceptor tracer = g_chain.tracer();
+    if (!tracer) throw Error(std::string(def.name) + ": traced input but no graph is tracing");
+    return tracer(kind, inputs, attrs, out_metas);
   }
 
+  // 4. The kernel, with the observer around it.
   std::vector<Tensor> outputs(out_metas.size());
-  int64_t begin = h.on_kernel ? now_ns() : 0;
+  KernelObserver on_kernel = g_chain.kernel_observer();
+  int64_t begin = on_kernel ? now_ns() : 0;
   if (def.view) {
     outputs[0] = def.view(inputs[0], attrs);
   } else {
     for (size_t i = 0; i < out_metas.size(); ++i) outputs[i] = allocate(out_metas[i]);
     def.kernel(inputs, outputs, attrs);
   }
-  if (h.on_kernel) h.on_kernel(kind, inputs, outputs, begin, now_ns());
+  if (on_kernel) on_kernel(kind, inputs, outputs, begin, now_ns());
 
-  if (t_grad_enabled && def.grad && h.record) {
-    for (const Tensor& t : inputs) {
-      if (t.requires_grad()) {
-        h.record(kind, inputs, outputs, attrs);
-        break;
+  // 2. The autograd tape records what the kernel computed.
+  if (t_grad_enabled && def.grad) {
+    if (TapeInterceptor tape = g_chain.tape()) {
+      for (const Tensor& t : inputs) {
+        if (t.requires_grad()) {
+          tape(kind, inputs, outputs, attrs);
+          break;
+        }
       }
     }
   }

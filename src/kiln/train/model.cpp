@@ -51,6 +51,7 @@ Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> lo
       optimizer_(std::move(optimizer)),
       options_(std::move(options)) {
   if (!network_) throw Error("Model: network is null");
+  autograd::install_tape();  // eager steps take their gradients from the tape
   amp_.level = amp::parse_level(options_.amp_level);
   amp_.low_dtype = amp::parse_low_dtype(options_.amp_dtype);
   amp_.keep_batchnorm_fp32 = options_.keep_batchnorm_fp32;
