@@ -146,7 +146,8 @@ class Executable {
   bool updates_pending_ = false;   // run_until_updates() ran, run_updates() may follow
 };
 
-// Runs the optimization and fusion passes the options ask for, updating the report's counts.
+// The pass pipeline (pass_pipeline.cpp, one list in the order the passes run): clean-up, fusion,
+// scheduling, layout, as the options ask, updating the report's counts.
 void run_passes(Graph& graph, const CompileOptions& options, CompileReport& report);
 
 }  // namespace kiln::graph

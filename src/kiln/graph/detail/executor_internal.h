@@ -1,0 +1,46 @@
+#pragma once
+// Internal to graph/ (no other folder includes it): what the files of an Executable share.
+// executor.cpp compiles (pass_pipeline.cpp's run_passes, the memory plan, arena_binding.cpp's
+// bind) and launches; compile_report.cpp fills and prints the report.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/graph/executor.h"
+#include "kiln/graph/fused_elementwise.h"
+#include "kiln/graph/fused_kernels.h"
+#include "kiln/ops/op.h"
+
+namespace kiln::graph {
+
+// One precomputed kernel launch: built by bind() (arena_binding.cpp), run by launch()
+// (executor.cpp).
+struct Executable::Launch {
+  enum class Kind : uint8_t { kernel, pointwise, fused, copy_reshape, view_copy, special };
+  Kind kind = Kind::kernel;
+  ops::OpKind op{};
+  ops::KernelFn kernel = nullptr;
+  ops::ViewFn view = nullptr;
+  std::vector<Tensor> in;
+  std::vector<Tensor> out;
+  ops::Attrs attrs;
+  bool reseed = false;  // dropout: a fresh mask every step, drawn as eager draws it
+  std::shared_ptr<FusedElementwise> fused;
+  std::shared_ptr<SpecialKernel> special;
+  NodeId node = -1;
+  int position = 0;                   // in the plan's schedule
+  std::span<std::byte> workspace;     // the special kernel's scratch
+  std::vector<const void*> out_data;  // to catch a kernel that replaced its output tensor
+};
+
+namespace detail {
+
+// Sets the report's fusion counts to the fused nodes left in `graph` (compile_report.cpp).
+void count_fused_nodes(const Graph& graph, CompileReport& report);
+
+// Whether each view node's output shares its input's memory (arena_binding.cpp).
+std::vector<bool> probe_views(const Graph& graph);
+
+}  // namespace detail
+}  // namespace kiln::graph
