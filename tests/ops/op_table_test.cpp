@@ -1,7 +1,6 @@
 // Walks the whole op table: every entry must declare what every feature needs.
 #include <gtest/gtest.h>
 
-#include <iostream>
 #include <string>
 
 #include "kiln/ops/op.h"
@@ -9,24 +8,11 @@
 namespace kiln::ops {
 namespace {
 
-bool is_elementwise(OpKind k) {
-  // The elementwise block of op_list.h: add … sign.
-  return size_t(k) <= size_t(OpKind::sign);
-}
-
 TEST(OpTable, EveryEntryIsComplete) {
-  std::string pending;
   for (size_t i = 0; i < kNumOps; ++i) {
     const OpKind kind = OpKind(i);
     const OpDef& def = op_def(kind);
     SCOPED_TRACE(std::string(def.name));
-    // TEMPORARY: entries still held by a src/kiln/ops/pending_*.cpp placeholder declare nothing
-    // but a name and a throwing infer. Skip them; this skip goes away when the pending files are
-    // deleted.
-    if (!def.kernel && !def.view && !def.grad && !def.cost) {
-      pending += " " + std::string(def.name);
-      continue;
-    }
     EXPECT_FALSE(def.name.empty());
     EXPECT_EQ(op_by_name(def.name), kind) << "names must be unique";
     EXPECT_NE(def.infer, nullptr) << def.name << " lacks infer";
@@ -38,7 +24,6 @@ TEST(OpTable, EveryEntryIsComplete) {
       EXPECT_NE(def.tile, nullptr) << def.name << " lacks tile";
     }
   }
-  if (!pending.empty()) std::cout << "[ pending  ] ops still placeholders:" << pending << "\n";
 }
 
 }  // namespace

@@ -20,6 +20,18 @@ enum class OpKind : uint16_t {
 inline constexpr size_t kNumOps = 0 KILN_FOR_EACH_OP(KILN_OP_COUNT);
 #undef KILN_OP_COUNT
 
+// Whether `kind` is in op_list.h's elementwise list (KILN_FOR_EACH_ELEMENTWISE_OP).
+constexpr bool is_elementwise(OpKind kind) {
+  switch (kind) {
+#define KILN_OP_ELEMENTWISE_CASE(name) case OpKind::name:
+    KILN_FOR_EACH_ELEMENTWISE_OP(KILN_OP_ELEMENTWISE_CASE)
+#undef KILN_OP_ELEMENTWISE_CASE
+    return true;
+    default:
+      return false;
+  }
+}
+
 enum class Layout : uint8_t { contiguous, channels_last };
 
 // Shape, dtype and memory order of an op's input or output, known before any data is.

@@ -6,12 +6,16 @@
 // Backward-only kernels (conv2d_backward_data, …) are ops too, so graph mode can schedule,
 // fuse and cost them like any other.
 // clang-format off
-#define KILN_FOR_EACH_OP(X)                                                                  \
-  /* elementwise, broadcasting */                                                            \
+// Elementwise, broadcasting: each has a tile function that the fusion engine chains
+// (ops::is_elementwise() is this list).
+#define KILN_FOR_EACH_ELEMENTWISE_OP(X)                                                      \
   X(add) X(sub) X(mul) X(div) X(maximum) X(minimum) X(pow)                                   \
   X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(abs) X(relu) X(gelu) X(sigmoid) X(tanh)            \
   X(square) X(add_scalar) X(mul_scalar) X(pow_scalar)                                        \
-  X(relu_grad) X(gelu_grad) X(where_positive) X(compare_equal) X(sign)                      \
+  X(relu_grad) X(gelu_grad) X(where_positive) X(compare_equal) X(sign)
+
+#define KILN_FOR_EACH_OP(X)                                                                  \
+  KILN_FOR_EACH_ELEMENTWISE_OP(X)                                                            \
   /* reductions and shape */                                                                 \
   X(sum) X(mean) X(max) X(argmax) X(sum_to) X(broadcast_to)                                  \
   X(reshape) X(transpose) X(concat) X(slice) X(pad_slice_grad) X(cast) X(one_hot)             \
