@@ -47,6 +47,36 @@ void record(ops::OpKind kind, std::span<const Tensor> inputs, std::span<const Te
   }
 }
 
+// Counts, for each input of grad(), the edges of root's graph that end at it (each delivers one
+// gradient during the walk). The root itself, when it is an input, counts once.
+void count_leaf_edges(const Tensor& root, const std::unordered_map<TensorImpl*, size_t>& index,
+                      std::vector<int64_t>& counts) {
+  if (!root.requires_grad()) return;
+  const AutogradMeta& root_meta = root.autograd_meta();
+  if (!root_meta.grad_fn) {
+    auto it = index.find(root.impl());
+    if (it != index.end()) ++counts[it->second];
+    return;
+  }
+  std::unordered_map<const GradNode*, bool> seen;
+  std::vector<const GradNode*> stack{root_meta.grad_fn.get()};
+  seen.emplace(root_meta.grad_fn.get(), true);
+  while (!stack.empty()) {
+    const GradNode* node = stack.back();
+    stack.pop_back();
+    for (size_t i = 0; i < node->edges.size(); ++i) {
+      if (!node->needs_grad[i]) continue;
+      const GradNode::Edge& e = node->edges[i];
+      if (e.node) {
+        if (seen.emplace(e.node.get(), true).second) stack.push_back(e.node.get());
+      } else if (e.leaf) {
+        auto it = index.find(e.leaf.get());
+        if (it != index.end()) ++counts[it->second];
+      }
+    }
+  }
+}
+
 Tensor accumulate(const Tensor& existing, const Tensor& g) {
   return existing.defined() ? ops::add(existing, g) : g;
 }
@@ -168,16 +198,33 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
 
 std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
                          const Tensor& grad_output, bool retain_graph) {
+  return grad(root, inputs, grad_output, retain_graph, GradReadyFn());
+}
+
+std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
+                         const Tensor& grad_output, bool retain_graph,
+                         const GradReadyFn& on_ready) {
   std::unordered_map<TensorImpl*, size_t> index;
   for (size_t i = 0; i < inputs.size(); ++i) index.emplace(inputs[i].impl(), i);
+  // How many edges of the graph behind root still have to deliver a gradient to each input.
+  std::vector<int64_t> pending_edges(inputs.size(), 0);
+  if (on_ready) count_leaf_edges(root, index, pending_edges);
   std::vector<Tensor> grads(inputs.size());
+  std::vector<bool> reported(inputs.size(), false);
   run_backward(root, grad_output, retain_graph,
                [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
                  auto it = index.find(leaf.get());
-                 if (it != index.end()) grads[it->second] = accumulate(grads[it->second], g);
+                 if (it == index.end()) return;
+                 const size_t i = it->second;
+                 grads[i] = accumulate(grads[i], g);
+                 if (on_ready && --pending_edges[i] <= 0 && !reported[i]) {
+                   reported[i] = true;
+                   on_ready(i, grads[i]);
+                 }
                });
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!grads[i].defined()) grads[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
+    if (on_ready && !reported[i]) on_ready(i, grads[i]);
   }
   return grads;
 }

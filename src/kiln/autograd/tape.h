@@ -3,6 +3,7 @@
 // requires grad leaves a GradNode on its outputs; backward walks those nodes newest first and
 // applies each op's gradient rule from the op table, the same rule graph autodiff uses.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -47,6 +48,15 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 // a zero tensor.
 std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
                          const Tensor& grad_output = Tensor(), bool retain_graph = false);
+
+// Called once per input of grad() as soon as its gradient is final (no later node of the walk
+// adds to it), in the order the backward produces them; data parallelism starts reducing a
+// bucket of gradients from it while the rest of the backward runs. Inputs that root does not
+// depend on are reported last, with zeros.
+using GradReadyFn = std::function<void(size_t input_index, const Tensor& grad)>;
+std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
+                         const Tensor& grad_output, bool retain_graph,
+                         const GradReadyFn& on_ready);
 
 }  // namespace autograd
 

@@ -8,6 +8,7 @@
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/functional.h"
+#include "kiln/parallel/data_parallel.h"
 #include "kiln/train/compiled_step.h"
 
 namespace kiln::train {
@@ -69,7 +70,35 @@ Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> lo
 
 Model::~Model() = default;
 
+void Model::join_data_parallel(const Tensor& data) {
+  if (joined_) return;
+  joined_ = true;
+  if (!parallel::data_parallel_active()) return;
+  const bool graph = get_context().mode == GRAPH_MODE;
+  std::string optimizer = optimizer_->name();
+  for (const auto& [name, t] : optimizer_->state_and_names()) {
+    optimizer += ";" + name + ":" + t.shape().str();
+  }
+  const int64_t batch = data.rank() > 0 ? data.dim(0) : 1;
+  parallel::check_agreement({
+      {"model parameters (names, shapes, dtypes)",
+       parallel::describe_hash(parallel::describe_parameters(network_->state_and_names())),
+       detail::concat(network_->state_and_names().size(), " tensors, hash ",
+                      parallel::describe_hash(
+                          parallel::describe_parameters(network_->state_and_names())) %
+                          100000)},
+      {"optimizer", parallel::describe_hash(optimizer), optimizer_->name()},
+      {"per-rank batch size", batch, std::to_string(batch)},
+      {"execution mode", graph ? 1 : 0, graph ? "GRAPH_MODE" : "PYNATIVE_MODE"},
+      {"amp level", parallel::describe_hash(options_.amp_level + options_.amp_dtype),
+       options_.amp_level + " " + options_.amp_dtype},
+  });
+  parallel::broadcast_from_rank0(network_->state_and_names());
+  if (!graph) reducer_ = std::make_unique<parallel::GradientReducer>(params_);
+}
+
 float Model::eager_step(const Tensor& data, const Tensor& label) {
+  join_data_parallel(data);
   optimizer_->prepare_step();
   Tensor loss;
   {
@@ -78,12 +107,19 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
     loss = loss_fn_->construct(network_->construct(data), label);
   }
   float value = scalar_loss(loss);
+  // Data parallel: each gradient goes to its bucket as the backward makes it; finish() returns
+  // them reduced over the ranks.
+  auto gradients = [&](const Tensor& seed) {
+    if (!reducer_) return autograd::grad(loss, params_, seed);
+    autograd::grad(loss, params_, seed, false,
+                   [this](size_t i, const Tensor& g) { reducer_->ready(i, g); });
+    return reducer_->finish();
+  };
   if (!loss_scale_) {
-    optimizer_->apply(autograd::grad(loss, params_));
+    optimizer_->apply(gradients(Tensor()));
   } else {
     double scale = loss_scale_->scale();
-    std::vector<Tensor> grads =
-        autograd::grad(loss, params_, Tensor::full(loss.shape(), scale, loss.dtype()));
+    std::vector<Tensor> grads = gradients(Tensor::full(loss.shape(), scale, loss.dtype()));
     if (loss_scale_->update(amp::has_overflow(grads))) {
       NoGradGuard no_grad;
       for (Tensor& g : grads) g = ops::mul_scalar(g, 1.0 / scale);
@@ -95,9 +131,12 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
 }
 
 float Model::graph_step(const Tensor& data, const Tensor& label) {
+  join_data_parallel(data);
   if (!compiled_) {
     compiled_ = std::make_unique<CompiledTrainStep>(
         *network_, *loss_fn_, *optimizer_, options_from_context(), amp_, loss_scale_.get());
+    // Data parallel: every rank compiles the same graph; rank 0 says so.
+    if (parallel::data_parallel_active() && comm::rank() != 0) compiled_->set_verbose(false);
   }
   return scalar_loss(compiled_->run(data, label));
 }
@@ -233,6 +272,15 @@ std::map<std::string, double> Model::eval(const dataset::Dataset& dataset,
       if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, row[1]));
     }
     for (auto& [n, m] : ms) m->update(logits, row[1], loss);
+  }
+  if (parallel::data_parallel_active()) {
+    // Each rank evaluated its shard: add up the metrics' sums over the ranks.
+    for (auto& [n, m] : ms) {
+      std::vector<double> sums = m->sums();
+      std::vector<float> wire(sums.begin(), sums.end());
+      comm::all_reduce(wire.data(), int64_t(wire.size()), DType::f32);
+      m->set_sums(std::vector<double>(wire.begin(), wire.end()));
+    }
   }
   std::map<std::string, double> result;
   for (auto& [n, m] : ms) result[n] = m->eval();
