@@ -9,11 +9,11 @@
 
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
+#include "kiln/data/presets.h"
 #include "kiln/models/lenet.h"
 #include "kiln/nn/loss.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/train/callbacks.h"
-#include "kiln/train/image_data.h"
 #include "kiln/train/model.h"
 
 int main(int argc, char** argv) {
@@ -22,8 +22,15 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "graph") {
       set_context({.mode = GRAPH_MODE, .enable_graph_kernel = true});
     }
-    auto train_ds = train::fashion_mnist({.usage = "train", .batch_size = 64});
-    auto test_ds = train::fashion_mnist({.usage = "test", .batch_size = 256, .shuffle = false});
+    // Plain /255 scaling, no augmentation.
+    auto train_ds = dataset::fashion_mnist_pipeline(
+        {.usage = "train", .batch_size = 64, .augment = false, .mean = 0, .std = 1});
+    auto test_ds = dataset::fashion_mnist_pipeline({.usage = "test",
+                                                    .batch_size = 256,
+                                                    .shuffle = false,
+                                                    .augment = false,
+                                                    .mean = 0,
+                                                    .std = 1});
 
     auto net = std::make_shared<models::LeNet5>();
     auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");

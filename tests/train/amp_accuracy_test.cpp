@@ -6,12 +6,12 @@
 
 #include "kiln/core/random.h"
 #include "kiln/data/config.h"
+#include "kiln/data/presets.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/train/callbacks.h"
-#include "kiln/train/image_data.h"
 #include "kiln/train/model.h"
 
 namespace kiln::train {
@@ -37,13 +37,15 @@ RunResult train_and_test(const std::string& model_name, const ModelOptions& opti
   // Normalised inputs and a cosine decay to zero: both runs end on a settled model, so the
   // comparison measures precision, not where two noisy trajectories happen to stop.
   const double mean = 0.2860, stddev = 0.3530;
-  auto train_ds = fashion_mnist({.usage = "train", .batch_size = 64, .mean = mean, .std = stddev});
-  auto test_ds = fashion_mnist({.usage = "test",
-                                .batch_size = 500,
-                                .shuffle = false,
-                                .drop_remainder = false,
-                                .mean = mean,
-                                .std = stddev});
+  auto train_ds = dataset::fashion_mnist_pipeline(
+      {.usage = "train", .batch_size = 64, .augment = false, .mean = mean, .std = stddev});
+  auto test_ds = dataset::fashion_mnist_pipeline({.usage = "test",
+                                                  .batch_size = 500,
+                                                  .drop_remainder = false,
+                                                  .shuffle = false,
+                                                  .augment = false,
+                                                  .mean = mean,
+                                                  .std = stddev});
   const int64_t steps = max_steps > 0 ? max_steps : epochs * 937;
   auto net = models::create(model_name);
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(),

@@ -6,10 +6,10 @@
 
 #include "kiln/core/random.h"
 #include "kiln/data/config.h"
+#include "kiln/data/presets.h"
 #include "kiln/models/lenet.h"
 #include "kiln/nn/loss.h"
 #include "kiln/optim/momentum.h"
-#include "kiln/train/image_data.h"
 #include "kiln/train/model.h"
 
 namespace kiln::train {
@@ -18,9 +18,15 @@ namespace {
 TEST(LeNetFashionMnist, TwoEpochsReach84Percent) {
   set_seed(0);
   dataset::config::set_seed(0);
-  auto train_ds = fashion_mnist({.usage = "train", .batch_size = 64});
-  auto test_ds = fashion_mnist(
-      {.usage = "test", .batch_size = 256, .shuffle = false, .drop_remainder = false});
+  auto train_ds = dataset::fashion_mnist_pipeline(
+      {.usage = "train", .batch_size = 64, .augment = false, .mean = 0, .std = 1});
+  auto test_ds = dataset::fashion_mnist_pipeline({.usage = "test",
+                                                  .batch_size = 256,
+                                                  .drop_remainder = false,
+                                                  .shuffle = false,
+                                                  .augment = false,
+                                                  .mean = 0,
+                                                  .std = 1});
   auto net = std::make_shared<models::LeNet5>();
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.01),
                                                optim::MomentumOptions{.momentum = 0.9});

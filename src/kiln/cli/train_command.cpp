@@ -18,6 +18,7 @@
 #include "kiln/core/random.h"
 #include "kiln/core/threads.h"
 #include "kiln/data/config.h"
+#include "kiln/data/presets.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/optim/adam.h"
@@ -26,7 +27,6 @@
 #include "kiln/optim/sgd.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
-#include "kiln/train/image_data.h"
 #include "kiln/train/model.h"
 
 namespace kiln::cli {
@@ -36,6 +36,23 @@ using Clock = std::chrono::steady_clock;
 
 // Fashion-MNIST's pixel mean and standard deviation after /255.
 constexpr double kFashionMean = 0.2860, kFashionStd = 0.3530;
+
+// The Fashion-MNIST files of `usage` ("train" or "test") are in `data_dir` (empty: Debian's), or
+// an Error naming what is missing and the two ways to get it.
+void require_fashion_mnist(const std::string& data_dir, const std::string& usage) {
+  namespace fs = std::filesystem;
+  std::string dir = data_dir.empty() ? dataset::kDebianFashionMnistDir : data_dir;
+  std::string prefix = usage == "test" ? "t10k" : "train";
+  for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"}) {
+    fs::path base = fs::path(dir) / (prefix + "-" + kind);
+    if (!fs::exists(base) && !fs::exists(base.string() + ".gz")) {
+      throw Error("Fashion-MNIST not found: " + base.string() +
+                  "[.gz] is missing. Install it "
+                  "with `apt-get install dataset-fashion-mnist` or pass --data-dir DIR");
+    }
+  }
+}
+
 // Steps left out of the throughput figure (primitive creation, allocator warm-up).
 constexpr int64_t kWarmupSteps = 10;
 
@@ -189,17 +206,20 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
                .save_graphs_path = c.dump_graph,
                .micro_batches = c.micro_batches});
 
-  train::FashionMnistOptions data{.data_dir = c.data_dir,
-                                  .usage = "train",
-                                  .batch_size = c.batch_size,
-                                  .mean = kFashionMean,
-                                  .std = kFashionStd};
-  dataset::Dataset train_ds = train::fashion_mnist(data);
+  require_fashion_mnist(c.data_dir, "train");
+  require_fashion_mnist(c.data_dir, "test");
+  dataset::FashionMnistPipelineOptions data{.dataset_dir = c.data_dir,
+                                            .usage = "train",
+                                            .batch_size = c.batch_size,
+                                            .augment = false,
+                                            .mean = kFashionMean,
+                                            .std = kFashionStd};
+  dataset::Dataset train_ds = dataset::fashion_mnist_pipeline(data);
   data.usage = "test";
   data.shuffle = false;
   data.drop_remainder = false;
   data.batch_size = std::max<int64_t>(c.batch_size, 256);
-  dataset::Dataset test_ds = train::fashion_mnist(data);
+  dataset::Dataset test_ds = dataset::fashion_mnist_pipeline(data);
 
   const int64_t steps_per_epoch = train_ds.get_dataset_size();
   if (steps_per_epoch <= 0) throw Error("kiln train: the training set has no full batch");
