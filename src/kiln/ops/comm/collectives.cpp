@@ -17,10 +17,6 @@ std::string describe_meta(const TensorMeta& m) {
   return std::string(dtype_name(m.dtype)) + m.shape.str();
 }
 
-comm::ReduceOp reduce_op(const Attrs&) {
-  return comm::ReduceOp::sum;
-}
-
 // The output in logical row-major order, or a staging copy of the input in it.
 Tensor dense_input(const Tensor& x) {
   return x.is_contiguous() ? x : contiguous_copy(x);
@@ -62,7 +58,7 @@ void all_reduce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
   Tensor& y = out[0];
   Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
   copy_into(in[0], staged);
-  comm::all_reduce(staged.raw_data(), staged.numel(), staged.dtype(), reduce_op(a));
+  comm::all_reduce(staged.raw_data(), staged.numel(), staged.dtype(), comm::ReduceOp::sum);
   if (a.reduction == 0 && comm::size() > 1) {
     float* p = staged.data<float>();
     const float inv = 1.0f / float(comm::size());
@@ -125,7 +121,8 @@ std::vector<TensorMeta> infer_reduce_scatter(std::span<const TensorMeta> in, con
 
 void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
   Tensor x = dense_input(in[0]);
-  comm::reduce_scatter(x.raw_data(), out[0].raw_data(), out[0].numel(), x.dtype(), reduce_op(a));
+  comm::reduce_scatter(x.raw_data(), out[0].raw_data(), out[0].numel(), x.dtype(),
+                       comm::ReduceOp::sum);
 }
 
 // ---- barrier ----
@@ -216,10 +213,6 @@ void bucket_wait_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   }
 }
 
-Cost bucket_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-  return ring_cost(in, out, a);
-}
-
 }  // namespace
 
 const OpDef op_def_all_reduce = {
@@ -281,7 +274,7 @@ const OpDef op_def_all_reduce_bucket_start = {
     .kernel = bucket_start_kernel,
     .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
     .f16_kernels = false,
-    .cost = bucket_cost,
+    .cost = ring_cost,
 };
 
 const OpDef op_def_all_reduce_bucket_wait = {
