@@ -9,7 +9,10 @@ namespace kiln::amp {
 
 FixedLossScaleManager::FixedLossScaleManager(double scale, bool drop_overflow_update)
     : scale_(scale), drop_overflow_update_(drop_overflow_update) {
-  if (!(scale >= 1.0)) throw Error("FixedLossScaleManager: loss_scale must be >= 1");
+  if (!(scale >= 1.0) || !std::isfinite(scale)) {
+    throw Error("FixedLossScaleManager: loss_scale must be a finite number >= 1, got " +
+                std::to_string(scale));
+  }
 }
 
 bool FixedLossScaleManager::update(bool overflow) {

@@ -6,11 +6,15 @@
 #include <memory>
 #include <sstream>
 
+#include "kiln/cli/option_checks.h"
 #include "kiln/data/bench.h"
 #include "kiln/data/source_registry.h"
 
 namespace kiln::cli {
 namespace {
+
+// More threads than this is a typing mistake, not a configuration.
+constexpr int64_t kMaxThreads = 4096;
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -49,21 +53,32 @@ void add_data_command(CLI::App& app) {
   bench->add_option("--transforms", *transforms,
                     "comma-separated: rescale,hflip,vflip,hwc2chw,normalize,randomcrop[:S],"
                     "centercrop:S,resize:S,randomresizedcrop:S,rotate[:D],typecast:DTYPE");
-  bench->add_option("--batch-size", opts->batch_size, "rows per batch")->capture_default_str();
+  bench->add_option("--batch-size", opts->batch_size, "rows per batch")
+      ->capture_default_str()
+      ->check(integer_in(1, 1 << 20));
   bench->add_flag("!--keep-remainder", opts->drop_remainder,
                   "keep the last partial batch (default: drop it)");
   bench
       ->add_option("--workers", opts->workers, "map workers (0: one per core this process may use)")
-      ->capture_default_str();
-  bench->add_option("--source-workers", opts->source_workers,
-                    "source reader threads (0: the source's default)");
+      ->capture_default_str()
+      ->check(integer_in(0, kMaxThreads));
+  bench
+      ->add_option("--source-workers", opts->source_workers,
+                   "source reader threads (0: the source's default)")
+      ->check(integer_in(0, kMaxThreads));
   bench->add_option("--batch-workers", opts->batch_workers, "threads assembling batches")
-      ->capture_default_str();
-  bench->add_option("--epochs", opts->epochs, "passes over the data")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, kMaxThreads));
+  bench->add_option("--epochs", opts->epochs, "passes over the data")
+      ->capture_default_str()
+      ->check(integer_in(1, 1'000'000));
   bench->add_flag("--shuffle", opts->shuffle, "shuffle in the source");
-  bench->add_option("--prefetch", opts->prefetch, "queue capacity in rows (0: config default)");
-  bench->add_option("--rows-per-block", opts->rows_per_block,
-                    "rows per queue hand-off between stages (0: config default)");
+  bench->add_option("--prefetch", opts->prefetch, "queue capacity in rows (0: config default)")
+      ->check(integer_in(0, 1 << 20));
+  bench
+      ->add_option("--rows-per-block", opts->rows_per_block,
+                   "rows per queue hand-off between stages (0: config default)")
+      ->check(integer_in(0, 1 << 20));
   bench->add_flag("--json", *json, "end with one JSON line of the results");
   bench->callback([opts, transforms, json] {
     opts->transforms = split_commas(*transforms);

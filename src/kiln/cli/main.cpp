@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "kiln/cli/data_command.h"
 #include "kiln/cli/info_command.h"
@@ -33,6 +34,12 @@ int main(int argc, char** argv) {
   } catch (const kiln::Error& e) {
     std::cout.flush();
     std::cerr << "kiln: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Sizes read from files and flags are checked before allocating; this is the last guard.
+    std::cout.flush();
+    std::cerr << "kiln: error: out of memory (the job asked for more memory than the machine "
+                 "could give; try a smaller --batch-size or a smaller model)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cout.flush();

@@ -8,10 +8,14 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "kiln/amp/loss_scale.h"
+#include "kiln/cli/option_checks.h"
+#include "kiln/cli/yaml_config.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
@@ -55,6 +59,12 @@ void require_fashion_mnist(const std::string& data_dir, const std::string& usage
 
 // Steps left out of the throughput figure (primitive creation, allocator warm-up).
 constexpr int64_t kWarmupSteps = 10;
+// Upper limits of numeric options: far above any sensible job, low enough that products of them
+// (epochs x steps per epoch, threads) cannot overflow or exhaust the machine.
+constexpr int64_t kMaxEpochs = 1'000'000;
+constexpr int64_t kMaxBatchSize = 1 << 20;
+constexpr int64_t kMaxThreads = 4096;
+constexpr double kMaxLr = 1000;
 
 // Measures steady-state throughput: images of the steps after the first kWarmupSteps.
 class ThroughputMonitor : public train::Callback {
@@ -95,7 +105,7 @@ class ThroughputMonitor : public train::Callback {
 
 std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
                                                  int64_t total_steps) {
-  double lr = c.lr > 0 ? c.lr : default_lr(c.optimizer);
+  double lr = c.lr == -1 ? default_lr(c.optimizer) : c.lr;
   optim::LearningRate schedule;
   if (c.schedule == "constant") {
     schedule = optim::constant_lr(lr);
@@ -125,7 +135,25 @@ void validate(const TrainConfig& c) {
   positive("--epochs", c.epochs);
   positive("--batch-size", c.batch_size);
   if (c.steps != -1) positive("--steps", c.steps);
-  if (c.threads < 0) throw Error("kiln train: --threads must be >= 0");
+  if (c.epochs > kMaxEpochs || c.batch_size > kMaxBatchSize) {
+    throw Error("kiln train: --epochs " + std::to_string(c.epochs) + " or --batch-size " +
+                std::to_string(c.batch_size) + " is above its limit (" +
+                std::to_string(kMaxEpochs) + ", " + std::to_string(kMaxBatchSize) + ")");
+  }
+  // -1 is TrainConfig's "the optimizer's default"; anything else must be a usable rate.
+  if (c.lr != -1 && !(std::isfinite(c.lr) && c.lr > 0 && c.lr <= kMaxLr)) {
+    std::ostringstream v;
+    v << c.lr;
+    throw Error("kiln train: --lr must be a finite number > 0 and <= " +
+                std::to_string(int(kMaxLr)) + ", got " + v.str());
+  }
+  if (c.threads < 0 || c.threads > kMaxThreads) {
+    throw Error("kiln train: --threads must be from 0 to " + std::to_string(kMaxThreads) +
+                ", got " + std::to_string(c.threads));
+  }
+  if (c.print_every < 0) {
+    throw Error("kiln train: --print-every must be >= 0, got " + std::to_string(c.print_every));
+  }
   if (c.mode != "eager" && c.mode != "graph") {
     throw Error("kiln train: --mode must be eager or graph, got '" + c.mode + "'");
   }
@@ -133,58 +161,16 @@ void validate(const TrainConfig& c) {
     throw Error("kiln train: --micro-batches " + std::to_string(c.micro_batches) +
                 " needs --mode graph and a count of at least 1");
   }
+  std::error_code ec;
+  if (!c.resume.empty() && std::filesystem::is_directory(c.resume, ec)) {
+    throw FileError("kiln train: --resume " + c.resume +
+                    " is a folder; give a checkpoint file in it "
+                    "(<model>-<epoch>_<step>.safetensors)");
+  }
   if (!c.dump_graph.empty() && c.mode != "graph") {
     throw Error("kiln train: --dump-graph writes the compiled graph; it needs --mode graph");
   }
   models::create(c.model);  // validates the name (cheap: a few small tensors)
-}
-
-// Applies the YAML file's keys to options not given on the command line.
-void apply_yaml(CLI::App& cmd, const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw FileError("kiln train: cannot read config file " + path);
-  } catch (const YAML::Exception& e) {
-    throw FileError("kiln train: " + path + ": line " + std::to_string(e.mark.line + 1) +
-                    ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
-  if (root.IsNull()) return;
-  if (!root.IsMap())
-    throw Error("kiln train: " + path + " is not a mapping of flag names to values");
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    std::string key = it->first.as<std::string>();
-    CLI::Option* opt = nullptr;
-    try {
-      opt = cmd.get_option("--" + key);
-    } catch (const CLI::OptionNotFound&) {
-    }
-    if (!opt || key == "config") {
-      throw Error("kiln train: " + path + ": unknown key '" + key +
-                  "' (keys are the long flag names, e.g. batch-size)");
-    }
-    if (opt->count() > 0) continue;  // the command line wins
-    if (!it->second.IsScalar()) {
-      throw Error("kiln train: " + path + ": key '" + key + "' must have a single value");
-    }
-    std::string value = it->second.as<std::string>();
-    try {
-      if (opt->get_type_size() == 0) {  // a flag
-        if (value == "true" || value == "on" || value == "1" || value == "yes")
-          opt->add_result("true");
-        else if (value != "false" && value != "off" && value != "0" && value != "no") {
-          throw Error("kiln train: " + path + ": key '" + key + "' must be true or false, got '" +
-                      value + "'");
-        }
-      } else {
-        opt->add_result(value);
-      }
-      opt->run_callback();
-    } catch (const CLI::ParseError& e) {
-      throw Error("kiln train: " + path + ": key '" + key + "': " + e.what());
-    }
-  }
 }
 
 }  // namespace
@@ -198,6 +184,12 @@ double default_lr(const std::string& optimizer) {
 TrainReport run_train(const TrainConfig& c, std::ostream& out) {
   auto wall_start = Clock::now();
   validate(c);
+  if (c.threads > available_cores()) {
+    std::cerr << "kiln train: warning: --threads " << c.threads << " is more than the "
+              << available_cores()
+              << " cores this process may run on; the kernel threads will take turns and the run "
+                 "will be slower\n";
+  }
   if (c.threads > 0) set_num_threads(c.threads);
   set_seed(c.seed);
   dataset::config::set_seed(c.seed);
@@ -244,6 +236,12 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
     options.initial_epoch = at.epoch;
     options.initial_step = at.step_in_epoch;
     options.replay_skipped_epochs = true;  // Fashion-MNIST is in memory: replaying is cheap
+    if (at.step_in_epoch >= steps_per_epoch) {
+      throw FileError("kiln train: " + c.resume + ": metadata 'step_in_epoch' is " +
+                      std::to_string(at.step_in_epoch) + ", but an epoch has " +
+                      std::to_string(steps_per_epoch) + " steps at --batch-size " +
+                      std::to_string(c.batch_size));
+    }
     if (options.initial_epoch >= epochs) {
       throw Error("kiln train: " + c.resume + " already finished epoch " +
                   std::to_string(at.epoch) + " of " + std::to_string(epochs) +
@@ -315,16 +313,21 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
   cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
       ->check(CLI::IsMember({"lenet", "resnet20", "mlp"}));
-  cmd->add_option("--epochs", c->epochs, "Epochs to train (default 5)");
-  cmd->add_option("--steps", c->steps, "Stop after N steps");
-  cmd->add_option("--batch-size", c->batch_size, "Batch size (default 64)");
+  cmd->add_option("--epochs", c->epochs, "Epochs to train (default 5)")
+      ->check(integer_in(1, kMaxEpochs));
+  cmd->add_option("--steps", c->steps, "Stop after N steps")
+      ->check(integer_in(1, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--batch-size", c->batch_size, "Batch size (default 64)")
+      ->check(integer_in(1, kMaxBatchSize));
   cmd->add_option("--mode", c->mode, "eager | graph")->check(CLI::IsMember({"eager", "graph"}));
   cmd->add_option("--graph-kernel", *graph_kernel, "on | off: graph-kernel fusion (graph mode)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--micro-batches", c->micro_batches,
                   "Graph mode: run each batch as N slices, forward and backward one after "
-                  "another, with one update (less memory; not with BatchNorm; default 1)");
-  cmd->add_option("--lr", c->lr, "Base learning rate (default: 0.05 momentum, 0.1 sgd, 1e-3 adam)");
+                  "another, with one update (less memory; not with BatchNorm; default 1)")
+      ->check(integer_in(1, kMaxBatchSize));
+  cmd->add_option("--lr", c->lr, "Base learning rate (default: 0.05 momentum, 0.1 sgd, 1e-3 adam)")
+      ->check(finite_in(0, kMaxLr));
   cmd->add_option("--optimizer", c->optimizer, "momentum | sgd | adam | adamw")
       ->check(CLI::IsMember({"momentum", "sgd", "adam", "adamw"}));
   cmd->add_option("--schedule", c->schedule, "cosine (linear warm-up, then cosine) | constant")
@@ -346,18 +349,21 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
           return std::string(e.what());
         }
       });
-  cmd->add_option("--threads", c->threads, "Kernel threads (default: all available cores)");
-  cmd->add_option("--seed", c->seed, "Seed of initialization and shuffling");
+  cmd->add_option("--threads", c->threads, "Kernel threads (default: all available cores)")
+      ->check(integer_in(0, kMaxThreads));
+  cmd->add_option("--seed", c->seed, "Seed of initialization and shuffling")
+      ->check(unsigned_integer());
   cmd->add_option("--data-dir", c->data_dir, "Folder with the Fashion-MNIST IDX files");
   cmd->add_option("--ckpt-dir", c->ckpt_dir, "Write a checkpoint there at each epoch's end");
   cmd->add_option("--resume", c->resume, "Resume from a checkpoint written with --ckpt-dir");
-  cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)");
+  cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)")
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
   cmd->add_option("--dump-graph", c->dump_graph,
                   "Graph mode: write each compiled graph's IR before and after the passes there "
                   "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");
   cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, action] {
-    if (!config_file->empty()) apply_yaml(*cmd, *config_file);
+    if (!config_file->empty()) apply_yaml_config(*cmd, *config_file, "kiln train");
     c->graph_kernel = *graph_kernel == "on";
     c->keep_batchnorm_fp32 = *keep_bn == "on";
     action(*c);

@@ -8,76 +8,12 @@
 
 #include "kiln/core/error.h"
 #include "kiln/data/dataset.h"
+#include "kiln/data/idx.h"
 
 namespace kiln::dataset {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct IdxArray {
-  std::vector<int64_t> dims;
-  Tensor data;  // u8, dims
-};
-
-// Reads exactly n bytes of the uncompressed stream; names the file and offset when it is short.
-void read_exact(gzFile f, const std::string& path, void* dst, size_t n, size_t offset,
-                const char* what) {
-  size_t got = 0;
-  auto* out = static_cast<unsigned char*>(dst);
-  while (got < n) {
-    unsigned chunk = unsigned(std::min<size_t>(n - got, size_t(1) << 30));
-    int r = gzread(f, out + got, chunk);
-    if (r < 0) {
-      int err = 0;
-      const char* msg = gzerror(f, &err);
-      throw FileError(kiln::detail::concat(path, ": cannot decompress ", what, " at byte offset ",
-                                           offset + got, " of the uncompressed data: ", msg));
-    }
-    if (r == 0) {
-      throw FileError(kiln::detail::concat(path, ": truncated: ", what, " needs ", n,
-                                           " bytes from byte offset ", offset,
-                                           " but the data ends at ", offset + got));
-    }
-    got += size_t(r);
-  }
-}
-
-IdxArray read_idx(const std::string& path, uint32_t expected_rank) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw FileError(path + ": cannot open: " + std::strerror(errno));
-  struct Closer {
-    gzFile f;
-    ~Closer() { gzclose(f); }
-  } closer{f};
-  gzbuffer(f, 1 << 20);
-  unsigned char magic[4];
-  read_exact(f, path, magic, 4, 0, "the IDX magic number");
-  if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] != expected_rank) {
-    throw FileError(kiln::detail::concat(path, ": not an IDX file of unsigned bytes with ",
-                                         expected_rank, " dimensions (magic at byte offset 0 is ",
-                                         int(magic[0]), " ", int(magic[1]), " ", int(magic[2]), " ",
-                                         int(magic[3]), ")"));
-  }
-  IdxArray a;
-  int64_t total = 1;
-  for (uint32_t d = 0; d < expected_rank; ++d) {
-    unsigned char b[4];
-    read_exact(f, path, b, 4, 4 + 4 * d, "a dimension");
-    int64_t v = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
-    if (v <= 0 || v > (int64_t(1) << 31)) {
-      throw FileError(
-          kiln::detail::concat(path, ": bad dimension ", v, " at byte offset ", 4 + 4 * d));
-    }
-    a.dims.push_back(v);
-    total *= v;
-  }
-  if (total > (int64_t(1) << 34)) {
-    throw FileError(kiln::detail::concat(path, ": dimensions ask for ", total, " bytes"));
-  }
-  a.data = Tensor::empty(Shape(a.dims), DType::u8);
-  read_exact(f, path, a.data.raw_data(), size_t(total), 4 + 4 * expected_rank, "the data");
-  return a;
-}
 
 std::string find_file(const std::string& dir, const std::string& base, const char* dataset) {
   for (const std::string& name : {base, base + ".gz"}) {

@@ -28,11 +28,16 @@ void jpeg_error_exit(j_common_ptr cinfo) {
 
 void jpeg_silence(j_common_ptr, int) {}
 
+// A decoded image larger than this is refused before its memory is allocated: headers can claim
+// up to 65500 x 65500 (JPEG) or 10^6 x 10^6 (PNG) pixels in a few bytes.
+constexpr int64_t kMaxDecodedBytes = int64_t(1) << 30;
+
 // Receives the output buffer once the header is known. Lives outside the setjmp frame, so a
 // longjmp skips no C++ destructors.
 struct JpegSink {
   Tensor image;
   unsigned char* alloc(int64_t h, int64_t w, int64_t c) {
+    if (h * w * c > kMaxDecodedBytes) return nullptr;
     image = Tensor::empty(Shape{h, w, c}, DType::u8);
     return static_cast<unsigned char*>(image.raw_data());
   }
@@ -63,6 +68,12 @@ bool decode_jpeg_c(const unsigned char* data, size_t size, bool rgb, void* sink,
   jpeg_start_decompress(&cinfo);
   const int64_t h = cinfo.output_height, w = cinfo.output_width, c = cinfo.output_components;
   unsigned char* out = sink_alloc(sink, h, w, c);
+  if (!out) {
+    std::snprintf(message, JMSG_LENGTH_MAX, "%lld x %lld x %lld pixels are more than %lld bytes",
+                  (long long)h, (long long)w, (long long)c, (long long)kMaxDecodedBytes);
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW rows[1] = {out + size_t(cinfo.output_scanline) * size_t(w * c)};
     jpeg_read_scanlines(&cinfo, rows, 1);
@@ -91,6 +102,13 @@ Tensor decode_png(const unsigned char* data, size_t size, bool rgb) {
     bool alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
     img.format = alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY;
     c = alpha ? 2 : 1;
+  }
+  if (int64_t(img.height) * int64_t(img.width) * c > kMaxDecodedBytes) {
+    std::string dims =
+        std::to_string(img.height) + " x " + std::to_string(img.width) + " x " + std::to_string(c);
+    png_image_free(&img);
+    throw Error("PNG: " + dims + " pixels are more than " + std::to_string(kMaxDecodedBytes) +
+                " bytes");
   }
   Tensor out = Tensor::empty(Shape{int64_t(img.height), int64_t(img.width), c}, DType::u8);
   if (!png_image_finish_read(&img, nullptr, out.raw_data(), 0, nullptr)) {

@@ -1,0 +1,80 @@
+// The image decoders on hostile headers: sizes a few bytes can claim (65500 x 65500 JPEG,
+// 10^6 x 10^6 PNG) are refused before the image is allocated; damaged data is a kiln::Error.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
+
+#include "kiln/core/error.h"
+#include "kiln/data/vision.h"
+
+namespace kiln::dataset::vision {
+namespace {
+
+std::string error_of(const std::vector<uint8_t>& bytes, bool rgb = false) {
+  try {
+    decode_image(bytes.data(), bytes.size(), rgb);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void put_be32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (24 - 8 * i));
+}
+
+TEST(CodecLimits, PngClaimingHugeDimensionsIsRefusedBeforeAllocating) {
+  Tensor img = Tensor::zeros(Shape{2, 3, 3}, DType::u8);
+  std::vector<uint8_t> png = encode_png(img);
+  // IHDR's width and height sit at bytes 16 and 20; its CRC follows the 13 data bytes.
+  put_be32(png, 16, 1000000);
+  put_be32(png, 20, 1000000);
+  uLong crc = crc32(0, png.data() + 12, 17);
+  put_be32(png, 29, uint32_t(crc));
+  std::string m = error_of(png, /*rgb=*/true);
+  EXPECT_NE(m.find("1000000 x 1000000 x 3 pixels are more than 1073741824 bytes"),
+            std::string::npos)
+      << m;
+}
+
+TEST(CodecLimits, JpegClaimingHugeDimensionsIsRefusedBeforeAllocating) {
+  Tensor img = Tensor::zeros(Shape{8, 8, 3}, DType::u8);
+  std::vector<uint8_t> jpg = encode_jpeg(img, 90);
+  // SOF0 (FF C0): length (2), precision (1), height (2), width (2).
+  size_t sof = 0;
+  for (size_t i = 0; i + 1 < jpg.size(); ++i) {
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+      sof = i;
+      break;
+    }
+  }
+  ASSERT_GT(sof, 0u);
+  jpg[sof + 5] = 0xFF;  // height 65280
+  jpg[sof + 6] = 0x00;
+  jpg[sof + 7] = 0xFF;  // width 65280
+  jpg[sof + 8] = 0x00;
+  std::string m = error_of(jpg);
+  EXPECT_NE(m.find("corrupt JPEG: 65280 x 65280 x 3 pixels are more than"), std::string::npos) << m;
+}
+
+TEST(CodecLimits, TruncatedAndGarbageImagesAreErrors) {
+  Tensor img = Tensor::zeros(Shape{4, 4, 3}, DType::u8);
+  for (auto bytes : {encode_png(img), encode_jpeg(img, 90)}) {
+    for (size_t cut : {size_t(3), size_t(9), bytes.size() / 2}) {
+      std::vector<uint8_t> part(bytes.begin(), bytes.begin() + int64_t(cut));
+      try {
+        Tensor t = decode_image(part.data(), part.size(), true);
+        // libjpeg fills a truncated scan with gray and warns; the shape is still the header's.
+        EXPECT_EQ(t.shape(), (Shape{4, 4, 3}));
+      } catch (const Error&) {
+      }
+    }
+  }
+  EXPECT_NE(
+      error_of({1, 2, 3, 4, 5}).find("not a JPEG or PNG image (5 bytes starting 01 02 03 04)"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::dataset::vision
