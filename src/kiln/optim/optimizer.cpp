@@ -63,22 +63,30 @@ void Optimizer::check_grads(const std::vector<Tensor>& grads) const {
 void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const auto& [n, t] : state) by_name.emplace(n, &t);
+  // Every entry is checked before any is copied, so a bad state leaves the optimizer as it was.
+  std::vector<std::pair<Tensor, const Tensor*>> copies;
+  int64_t step = global_step_;
   for (auto& [n, mine] : state_and_names()) {
     auto it = by_name.find(n);
     if (it == by_name.end()) throw Error(name() + ": optimizer state '" + n + "' is missing");
     const Tensor& src = *it->second;
     if (n == "global_step") {
-      if (src.numel() != 1) throw Error(name() + ": global_step must hold one value");
-      global_step_ =
-          src.dtype() == DType::i64 ? src.item<int64_t>() : int64_t(src.contiguous().item<float>());
+      if (src.numel() != 1 || src.dtype() != DType::i64 || src.item<int64_t>() < 0) {
+        throw Error(name() + ": optimizer state 'global_step' must be one non-negative i64, got " +
+                    describe(src) +
+                    (src.numel() == 1 ? " = " + std::to_string(src.item<float>()) : ""));
+      }
+      step = src.item<int64_t>();
       continue;
     }
-    if (src.shape() != mine.shape()) {
-      throw ShapeError(name() + ": optimizer state '" + n + "' has shape " + src.shape().str() +
-                       " in the checkpoint, but " + mine.shape().str() + " here");
+    if (src.shape() != mine.shape() || src.dtype() != mine.dtype()) {
+      throw ShapeError(name() + ": optimizer state '" + n + "' is " + describe(src) +
+                       " in the checkpoint, but " + describe(mine) + " here");
     }
-    mine.copy_from(src);
+    copies.emplace_back(mine, &src);
   }
+  for (auto& [mine, src] : copies) mine.copy_from(*src);
+  global_step_ = step;
 }
 
 }  // namespace kiln::optim

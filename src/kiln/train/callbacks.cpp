@@ -94,6 +94,7 @@ void ModelCheckpoint::on_train_begin(RunContext& ctx) {
   std::error_code ec;
   std::filesystem::create_directories(directory_, ec);
   if (ec) throw FileError(directory_ + ": cannot create checkpoint folder: " + ec.message());
+  remove_stale_checkpoint_temporaries(directory_);  // left by writers that were killed
   last_trigger_step_ = ctx.original_args().cur_step_num;
 }
 
@@ -128,12 +129,15 @@ void ModelCheckpoint::save(const CallbackParams& p) {
           .string();
   save_checkpoint(*p.train_network, path, options);
   latest_ = path;
-  std::erase(saved_, path);
-  saved_.push_back(path);
-  while (config_.keep_checkpoint_max > 0 && saved_.size() > size_t(config_.keep_checkpoint_max)) {
-    std::error_code ec;
-    std::filesystem::remove(saved_.front(), ec);  // best effort: a stale file is harmless
-    saved_.pop_front();
+  if (config_.keep_checkpoint_max > 0) {
+    // Counts every checkpoint of this prefix in the folder, also those of earlier (restarted)
+    // runs, so the folder never grows past the limit.
+    std::vector<std::string> all = list_checkpoints(directory_, prefix_);
+    for (size_t i = 0; i + size_t(config_.keep_checkpoint_max) < all.size(); ++i) {
+      if (all[i] == path) continue;
+      std::error_code ec;
+      std::filesystem::remove(all[i], ec);  // best effort: a stale file is harmless
+    }
   }
 }
 

@@ -48,8 +48,9 @@ struct CheckpointConfig {
 };
 
 // Writes "<directory>/<prefix>-<epoch>_<step_in_epoch>.safetensors" atomically, keeps the newest
-// keep_checkpoint_max, and writes a final one at the end of training. The newest file is also
-// reachable as latest_checkpoint().
+// keep_checkpoint_max of the folder (counting files of earlier runs too), and writes a final one
+// at the end of training. On train begin it deletes temporary files of killed writers. The newest
+// file is also reachable as latest_checkpoint().
 class ModelCheckpoint : public Callback {
  public:
   ModelCheckpoint(std::string prefix = "CKP", std::string directory = ".",
@@ -65,7 +66,6 @@ class ModelCheckpoint : public Callback {
 
   std::string prefix_, directory_;
   CheckpointConfig config_;
-  std::deque<std::string> saved_;
   std::string latest_;
   int64_t last_saved_step_ = -1;
   int64_t last_trigger_step_ = 0;

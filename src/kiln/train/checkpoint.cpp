@@ -1,6 +1,6 @@
 #include "kiln/train/checkpoint.h"
 
-#include <charconv>
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 
@@ -10,19 +10,6 @@
 namespace kiln::train {
 namespace {
 
-int64_t metadata_int(const Checkpoint& c, const std::string& key) {
-  auto it = c.metadata.find(key);
-  if (it == c.metadata.end()) return 0;
-  int64_t v = 0;
-  const std::string& s = it->second;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) {
-    throw FileError(c.source + ": metadata '" + key + "' is not a non-negative integer: '" + s +
-                    "'");
-  }
-  return v;
-}
-
 std::string join_names(const std::vector<std::string>& names) {
   std::string out;
   for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + names[i] + "'";
@@ -31,18 +18,6 @@ std::string join_names(const std::vector<std::string>& names) {
 }
 
 }  // namespace
-
-const Tensor* Checkpoint::find(const std::string& name) const {
-  for (const auto& [n, t] : tensors) {
-    if (n == name) return &t;
-  }
-  return nullptr;
-}
-
-void save_checkpoint(const std::vector<nn::NamedTensor>& tensors, const std::string& path,
-                     const std::map<std::string, std::string>& metadata) {
-  write_file_atomically(path, encode_safetensors(tensors, metadata));
-}
 
 void save_checkpoint(const nn::Cell& net, const std::string& path, const SaveOptions& options) {
   std::vector<nn::NamedTensor> tensors = net.state_and_names();
@@ -58,11 +33,6 @@ void save_checkpoint(const nn::Cell& net, const std::string& path, const SaveOpt
     metadata["global_step"] = std::to_string(options.optimizer->global_step());
   }
   save_checkpoint(tensors, path, metadata);
-}
-
-Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsFile file = decode_safetensors(read_whole_file(path), path);
-  return Checkpoint{path, std::move(file.tensors), std::move(file.metadata)};
 }
 
 std::vector<std::string> load_param_into_net(nn::Cell& net, const Checkpoint& checkpoint,
@@ -136,12 +106,17 @@ void load_optimizer_state(optim::Optimizer& optimizer, const Checkpoint& checkpo
 ResumePoint resume_from_checkpoint(const std::string& path, nn::Cell& net,
                                    optim::Optimizer& optimizer) {
   Checkpoint c = load_checkpoint(path);
+  bool has_state = std::any_of(c.tensors.begin(), c.tensors.end(), [](const nn::NamedTensor& t) {
+    return t.first.rfind(kOptimizerPrefix, 0) == 0;
+  });
+  if (!has_state) {
+    throw Error("resume: " + c.source +
+                " holds no optimizer state (was it saved with an optimizer?)");
+  }
+  ResumePoint p = read_training_state(c);
+  // Each of these checks all its entries before copying any.
   load_param_into_net(net, c, /*strict_load=*/true);
   load_optimizer_state(optimizer, c);
-  ResumePoint p;
-  p.epoch = metadata_int(c, "epoch");
-  p.step_in_epoch = metadata_int(c, "step_in_epoch");
-  p.global_step = optimizer.global_step();
   return p;
 }
 

@@ -1,11 +1,15 @@
 #include "kiln/train/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -64,19 +68,58 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
+uint32_t crc32_of(const void* data, size_t n, uint32_t crc = 0) {
+  return uint32_t(::crc32_z(crc, static_cast<const Bytef*>(data), n));
+}
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+bool is_checksum_key(const std::string& key) {
+  return key == kChecksumKey || key.rfind(kChecksumPrefix, 0) == 0;
+}
+
+// The metadata's own checksum: every entry but the checksums, as key NUL value NUL, in key order.
+uint32_t metadata_crc(const std::map<std::string, std::string>& metadata) {
+  uint32_t crc = 0;
+  for (const auto& [k, v] : metadata) {
+    if (k.rfind(kChecksumPrefix, 0) == 0) continue;
+    crc = crc32_of(k.data(), k.size() + 1, crc);  // c_str's NUL included
+    crc = crc32_of(v.data(), v.size() + 1, crc);
+  }
+  return crc;
+}
+
 }  // namespace
 
 std::string encode_safetensors(const std::vector<nn::NamedTensor>& tensors,
                                const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, std::string> meta = metadata;
+  for (const auto& [k, v] : metadata) {
+    if (is_checksum_key(k)) {
+      throw Error("save_checkpoint: metadata key '" + k + "' is reserved for checksums");
+    }
+  }
+  std::vector<Tensor> dense;
+  dense.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    if (t.is_traced()) throw Error("save_checkpoint: '" + name + "' is a traced tensor (no data)");
+    dense.push_back(t.contiguous());
+    meta[kChecksumPrefix + name] = hex32(crc32_of(dense.back().raw_data(), dense.back().nbytes()));
+  }
+  meta[kChecksumKey] = "crc32";
+  meta[std::string(kChecksumPrefix) + "__metadata__"] = hex32(metadata_crc(meta));
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  header["__metadata__"] = meta;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__" || name.empty()) {
       throw Error("save_checkpoint: invalid tensor name '" + name + "'");
     }
     if (header.contains(name)) throw Error("save_checkpoint: duplicate tensor name '" + name + "'");
-    if (t.is_traced()) throw Error("save_checkpoint: '" + name + "' is a traced tensor (no data)");
     uint64_t bytes = t.nbytes();
     header[name] = {{"dtype", safetensors_dtype(t.dtype())},
                     {"shape", t.shape().dims()},
@@ -90,12 +133,69 @@ std::string encode_safetensors(const std::vector<nn::NamedTensor>& tensors,
   uint64_t n = json.size();
   out.append(reinterpret_cast<const char*>(&n), 8);
   out += json;
-  for (const auto& [name, t] : tensors) {
-    Tensor c = t.contiguous();
-    out.append(static_cast<const char*>(c.raw_data()), c.nbytes());
-  }
+  for (const Tensor& c : dense) out.append(static_cast<const char*>(c.raw_data()), c.nbytes());
   return out;
 }
+
+namespace {
+
+// Checks and removes the checksum entries of the metadata (see safetensors.h). Files without them
+// (other tools', or Kiln's before checksums) load unverified.
+void verify_checksums(SafetensorsFile& file, const std::string& source) {
+  std::map<std::string, std::string>& meta = file.metadata;
+  auto marker = meta.find(kChecksumKey);
+  bool any = marker != meta.end();
+  for (const auto& [k, v] : meta) any = any || is_checksum_key(k);
+  if (!any) return;
+  if (marker == meta.end() || marker->second != "crc32") {
+    fail(source,
+         marker == meta.end() ? "__metadata__ holds checksums but no '" +
+                                    std::string(kChecksumKey) + "' entry (damaged header)"
+                              : "__metadata__ '" + std::string(kChecksumKey) + "' is '" +
+                                    marker->second + "'; this version of Kiln checks only crc32",
+         8);
+  }
+  auto stored = [&](const std::string& what, const std::string& key) {
+    auto it = meta.find(key);
+    if (it == meta.end()) fail(source, what + " has no checksum '" + key + "' (damaged header)", 8);
+    uint32_t v = 0;
+    auto [ptr, ec] =
+        std::from_chars(it->second.data(), it->second.data() + it->second.size(), v, 16);
+    if (it->second.size() != 8 || ec != std::errc() || ptr != it->second.data() + 8) {
+      fail(source, "checksum '" + key + "' is not 8 hex digits: '" + it->second + "'", 8);
+    }
+    return v;
+  };
+  const std::string meta_key = std::string(kChecksumPrefix) + "__metadata__";
+  uint32_t want = stored("__metadata__", meta_key);
+  uint32_t got = metadata_crc(meta);
+  if (got != want) {
+    fail(source,
+         "__metadata__ fails its checksum (crc32 " + hex32(got) + ", stored " + hex32(want) +
+             "): the header is damaged",
+         8);
+  }
+  for (size_t i = 0; i < file.tensors.size(); ++i) {
+    const auto& [name, t] = file.tensors[i];
+    want = stored("tensor '" + name + "'", kChecksumPrefix + name);
+    got = crc32_of(t.raw_data(), t.nbytes());
+    if (got != want) {
+      fail(source,
+           "tensor '" + name + "' fails its checksum (crc32 of its " + std::to_string(t.nbytes()) +
+               " bytes is " + hex32(got) + ", stored " + hex32(want) + "): the data is damaged",
+           file.byte_offsets[i]);
+    }
+  }
+  // Every tensor and the metadata had one; any other is a checksum of a tensor that is gone.
+  size_t checksums = std::erase_if(meta, [](const auto& kv) { return is_checksum_key(kv.first); });
+  if (checksums != file.tensors.size() + 2) {
+    fail(source, "__metadata__ holds checksums of tensors the file does not have (damaged header)",
+         8);
+  }
+  file.verified = true;
+}
+
+}  // namespace
 
 SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source) {
   const uint64_t size = bytes.size();
@@ -140,6 +240,7 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
       }
       continue;
     }
+    if (name.empty()) fail(source, "a tensor has an empty name", 8);
     auto bad = [&](const std::string& what) { fail(source, "tensor '" + name + "': " + what, 8); };
     if (!entry.is_object()) bad("entry is not an object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("missing dtype");
@@ -183,6 +284,7 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
     }
     Tensor t = Tensor::empty(Shape(dims), dtype);
     if (end > begin) std::memcpy(t.raw_data(), bytes.data() + data_start + begin, end - begin);
+    file.byte_offsets.push_back(data_start + begin);
     ranges.push_back({begin, end, file.tensors.size()});
     file.tensors.emplace_back(name, std::move(t));
   }
@@ -200,8 +302,14 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   // Data order, as written.
   std::vector<nn::NamedTensor> ordered;
   ordered.reserve(ranges.size());
-  for (const Range& r : ranges) ordered.push_back(std::move(file.tensors[r.index]));
+  std::vector<uint64_t> offsets;
+  for (const Range& r : ranges) {
+    ordered.push_back(std::move(file.tensors[r.index]));
+    offsets.push_back(file.byte_offsets[r.index]);
+  }
   file.tensors = std::move(ordered);
+  file.byte_offsets = std::move(offsets);
+  verify_checksums(file, source);
   return file;
 }
 
@@ -243,15 +351,31 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
 }
 
 std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileError(path + ": cannot open: " + errno_text());
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0) throw FileError(path + ": cannot read its size");
-  in.seekg(0);
-  std::string bytes(size_t(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) {
-    throw FileError(path + ": read failed at byte offset " + std::to_string(in.gcount()));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FileError(path + ": cannot open: " + errno_text());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw FileError(path + ": cannot read its size: " + errno_text());
+  if (S_ISDIR(st.st_mode)) throw FileError(path + ": is a folder, not a file");
+  if (!S_ISREG(st.st_mode)) throw FileError(path + ": is not a regular file");
+  // The size is the file's real one (not a length read from inside it), so allocating it is safe.
+  std::string bytes(size_t(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw FileError(path + ": read failed at byte offset " + std::to_string(done) + ": " +
+                      errno_text());
+    }
+    if (n == 0) {
+      throw FileError(path + ": the file shrank while being read: it ends at byte offset " +
+                      std::to_string(done) + " of " + std::to_string(bytes.size()));
+    }
+    done += size_t(n);
   }
   return bytes;
 }
