@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Fuzzes every other reader of outside bytes (the record reader has scripts/fuzz_record.sh): the
+# IDX reader, checkpoint loading with its training state, YAML configuration files with the
+# numeric option checks, and the PNG/JPEG decoders. Builds fuzz/ with clang (libFuzzer + ASan +
+# UBSan) in build-fuzz, then runs each fuzzer for a bounded time from its corpus in
+# fuzz/corpus/<name> (copied, so runs never grow the repository). Exits non-zero when a fuzzer
+# finds a crash; the reproducer is left in build-fuzz/fuzz/ (make it a regression test).
+#   scripts/fuzz_readers.sh [SECONDS_PER_FUZZER=20]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KILN_FUZZ_BUILD:-$root/build-fuzz}
+seconds=${1:-20}
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DKILN_FUZZ=ON -DKILN_TESTS=OFF -DKILN_BENCH=OFF >/dev/null
+ninja -C "$build" -j "${KILN_FUZZ_JOBS:-2}" idx_fuzzer checkpoint_fuzzer yaml_config_fuzzer \
+  image_decoder_fuzzer
+
+status=0
+# name  corpus  extra libFuzzer flags
+run() {
+  local fuzzer=$1 corpus=$2
+  shift 2
+  local work=$build/fuzz/corpus-$fuzzer
+  mkdir -p "$work"
+  echo "fuzz: $fuzzer for ${seconds}s"
+  # -rss_limit_mb / -malloc_limit_mb: a lying length must never turn into a huge allocation.
+  (cd "$build/fuzz" && "$build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 "$@" "$work" "$root/fuzz/corpus/$corpus") ||
+    status=1
+}
+run idx_fuzzer idx -malloc_limit_mb=256 -max_len=4096
+run checkpoint_fuzzer checkpoint -malloc_limit_mb=256 -max_len=16384 \
+  -dict="$root/fuzz/checkpoint.dict"
+run yaml_config_fuzzer yaml -malloc_limit_mb=256 -max_len=4096 -dict="$root/fuzz/yaml.dict"
+# Decoded images may reach 1 GiB (codec.cpp's limit) before their data is found missing.
+run image_decoder_fuzzer image -malloc_limit_mb=1100 -max_len=16384
+exit $status
