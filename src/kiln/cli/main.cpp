@@ -7,8 +7,10 @@
 
 #include "kiln/cli/data_command.h"
 #include "kiln/cli/info_command.h"
+#include "kiln/cli/launch_command.h"
 #include "kiln/cli/record_command.h"
 #include "kiln/cli/train_command.h"
+#include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +19,7 @@ int main(int argc, char** argv) {
   try {
     add_train_command(app);
     add_info_command(app);
+    add_launch_command(app);
     add_data_command(app);
     add_convert_command(app);
     add_record_command(app);
@@ -31,8 +34,15 @@ int main(int argc, char** argv) {
     std::cout.flush();
     std::cerr << "kiln: error: " << e.what() << "\n";
     return 2;
+  } catch (const kiln::comm::CollectiveError& e) {
+    // Every rank found it together: each says so and the job ends normally.
+    std::cout.flush();
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 2;
   } catch (const kiln::Error& e) {
     std::cout.flush();
+    // One rank's error ends the whole job (the others may be waiting for it in a collective).
+    if (kiln::comm::size() > 1) kiln::comm::abort_job(std::string("error: ") + e.what(), 2);
     std::cerr << "kiln: error: " << e.what() << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
@@ -43,6 +53,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::cout.flush();
+    if (kiln::comm::size() > 1) kiln::comm::abort_job(std::string("internal: ") + e.what(), 2);
     std::cerr << "kiln: error: internal: " << e.what() << "\n";
     return 2;
   }

@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "kiln/amp/loss_scale.h"
+#include "kiln/cli/parallel_job.h"
+#include "kiln/comm/communicator.h"
 #include "kiln/cli/option_checks.h"
 #include "kiln/cli/yaml_config.h"
 #include "kiln/core/allocator.h"
@@ -29,6 +31,7 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/optim/sgd.h"
+#include "kiln/parallel/data_parallel.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/model.h"
@@ -76,6 +79,7 @@ class ThroughputMonitor : public train::Callback {
     if (steps_ == kWarmupSteps) {
       start_ = now;
       images_ = 0;
+      comm::reset_stats();  // data parallel: communication of the measured steps only
     } else {
       images_ += p.batch_size * p.steps_this_sink;
     }
@@ -181,9 +185,13 @@ double default_lr(const std::string& optimizer) {
   return 0.05;  // momentum 0.9
 }
 
-TrainReport run_train(const TrainConfig& c, std::ostream& out) {
+TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   auto wall_start = Clock::now();
   validate(c);
+  // Data parallel: every rank trains; rank 0 alone prints the monitor lines and the result.
+  const ParallelJob job = join_parallel_job(c.parallel_mode, c.threads, c.bucket_cap_mb, rank0_out);
+  std::ostringstream other_ranks_out;
+  std::ostream& out = job.rank == 0 ? rank0_out : other_ranks_out;
   if (c.threads > available_cores()) {
     std::cerr << "kiln train: warning: --threads " << c.threads << " is more than the "
               << available_cores()
@@ -213,6 +221,13 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
   data.batch_size = std::max<int64_t>(c.batch_size, 256);
   dataset::Dataset test_ds = dataset::fashion_mnist_pipeline(data);
 
+  if (job.data_parallel) {
+    out << "data parallel: " << job.ranks << " ranks, " << num_threads()
+        << " kernel thread(s) each; every rank reads its shard (1/" << job.ranks
+        << ") of the data; batch " << c.batch_size << " per rank, " << c.batch_size * job.ranks
+        << " global; gradients averaged over the ranks in buckets of up to " << c.bucket_cap_mb
+        << " MiB\n";
+  }
   const int64_t steps_per_epoch = train_ds.get_dataset_size();
   if (steps_per_epoch <= 0) throw Error("kiln train: the training set has no full batch");
   // The schedule spans all --epochs; --steps only stops early, so a run cut short by --steps
@@ -247,6 +262,16 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
                   std::to_string(at.epoch) + " of " + std::to_string(epochs) +
                   "; ask for more --epochs");
     }
+    if (job.data_parallel) {
+      // Every rank loaded the file itself: they must hold the same weights and position.
+      std::string loaded;
+      for (const auto& [name, t] : net->state_and_names()) {
+        loaded.append(static_cast<const char*>(t.raw_data()), size_t(t.nbytes()));
+      }
+      parallel::check_agreement(
+          {{"resumed weights (" + c.resume + ")", parallel::describe_hash(loaded)},
+           {"resumed global step", at.global_step}});
+    }
     out << "resuming from " << c.resume << " at epoch " << at.epoch + 1 << ", step "
         << at.step_in_epoch << " (global step " << at.global_step << ")\n";
   }
@@ -267,6 +292,12 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
 
   TrainReport r;
   r.images_per_sec = throughput->images_per_sec();
+  r.ranks = job.ranks;
+  if (job.data_parallel) {
+    float ips = float(r.images_per_sec);
+    comm::all_reduce(&ips, 1, DType::f32);  // the job's images/s: every rank's added up
+    r.images_per_sec = ips;
+  }
   r.test_accuracy = result["accuracy"];
   r.final_loss = throughput->last_loss();
   r.steps = throughput->steps();
@@ -289,6 +320,16 @@ TrainReport run_train(const TrainConfig& c, std::ostream& out) {
     j["epochs"] = r.epochs;
     j["steps"] = r.steps;
     j["batch_size"] = c.batch_size;
+    j["parallel_mode"] = job.data_parallel ? "data_parallel" : "stand_alone";
+    j["ranks"] = job.ranks;
+    j["global_batch_size"] = c.batch_size * job.ranks;
+    if (job.data_parallel && r.steps > kWarmupSteps) {
+      // The all-reduce time per step on the communicator's thread, and the share of it the
+      // training thread did not wait for (hidden behind the backward pass).
+      const comm::Stats cs = comm::stats();
+      j["allreduce_ms_per_step"] = double(cs.busy_ns) / 1e6 / double(r.steps - kWarmupSteps);
+      j["allreduce_hidden"] = cs.busy_ns > 0 ? 1.0 - double(cs.waited_ns) / double(cs.busy_ns) : 0;
+    }
     j["threads"] = num_threads();
     j["images_per_sec"] = r.images_per_sec;
     j["test_accuracy"] = r.test_accuracy;
@@ -359,6 +400,14 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)")
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
+  cmd->add_option("--parallel-mode", c->parallel_mode,
+                  "stand_alone | data_parallel (or data): under mpirun or kiln launch, data "
+                  "parallelism over the job's ranks; --batch-size is per rank")
+      ->check(CLI::IsMember({"stand_alone", "data_parallel", "data"}));
+  cmd->add_option("--bucket-cap-mb", c->bucket_cap_mb,
+                  "Data parallel: gradients are all-reduced in buckets of up to this many MiB "
+                  "(default 25)")
+      ->check(CLI::Range(0.001, 4096.0));
   cmd->add_option("--dump-graph", c->dump_graph,
                   "Graph mode: write each compiled graph's IR before and after the passes there "
                   "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "kiln/core/error.h"
+#include "kiln/parallel/data_parallel.h"
 #include "kiln/train/checkpoint.h"
 
 namespace kiln::train {
@@ -117,6 +118,8 @@ void ModelCheckpoint::on_train_end(RunContext& ctx) {
 
 void ModelCheckpoint::save(const CallbackParams& p) {
   if (p.cur_step_num == last_saved_step_ || !p.train_network) return;
+  // Data parallel: every rank holds the same weights; rank 0 writes them.
+  if (parallel::data_parallel_active() && comm::rank() != 0) return;
   last_saved_step_ = p.cur_step_num;
   SaveOptions options;
   options.optimizer = config_.save_optimizer_state ? p.optimizer : nullptr;
