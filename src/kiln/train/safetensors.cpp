@@ -219,6 +219,9 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   } catch (const nlohmann::json::parse_error& e) {
     fail(source, std::string("header is not valid JSON: ") + e.what(),
          8 + (e.byte > 0 ? e.byte - 1 : 0));
+  } catch (const nlohmann::json::exception& e) {
+    // Valid syntax the parser still refuses, e.g. a number beyond a double's range (1e999).
+    fail(source, std::string("header is not usable JSON: ") + e.what(), 8);
   }
   if (!header.is_object()) fail(source, "header is not a JSON object", 8);
 
