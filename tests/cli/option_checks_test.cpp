@@ -99,7 +99,9 @@ TEST(OptionChecks, TrainFlagsNameTheFlagAndTheValue) {
                  {"--threads", "-1"},
                  {"--threads", "100000"},
                  {"--micro-batches", "0"},
-                 {"--print-every", "-5"}}) {
+                 {"--print-every", "-5"},
+                 {"--bucket-cap-mb", "nan"},
+                 {"--bucket-cap-mb", "0"}}) {
     std::string m = train_error({c.flag, c.value});
     expect_has(m, c.flag);
     expect_has(m, std::string("'") + c.value + "'");

@@ -407,7 +407,7 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--bucket-cap-mb", c->bucket_cap_mb,
                   "Data parallel: gradients are all-reduced in buckets of up to this many MiB "
                   "(default 25)")
-      ->check(CLI::Range(0.001, 4096.0));
+      ->check(finite_in(0.001, 4096.0, /*lo_inclusive=*/true));  // CLI::Range lets NaN through
   cmd->add_option("--dump-graph", c->dump_graph,
                   "Graph mode: write each compiled graph's IR before and after the passes there "
                   "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");
