@@ -1,8 +1,11 @@
-// Kiln's all-reduce (comm::all_reduce: submitted to the communicator's thread, which runs
-// OpenMPI's MPI_Allreduce) against OpenMPI's own MPI_Allreduce called directly, both in place on
-// buffers kept across calls, sizes 4 KiB to 64 MiB, alternating rounds so both see the same
-// machine. Prints, per size, each one's median time and bus bandwidth (2 (n-1)/n · bytes / time,
-// the traffic a ring all-reduce moves per rank) and their ratio, and a CSV for alpha_beta.py.
+// Kiln's all-reduce against OpenMPI's own MPI_Allreduce called directly, all in place on buffers
+// kept across calls, sizes 4 KiB to 64 MiB, alternating rounds so all see the same machine:
+//  - Kiln blocking: comm::all_reduce (MPI_Allreduce on the caller's thread when the
+//    communicator's thread is idle);
+//  - Kiln async: comm::all_reduce_async + wait, the path data parallelism's buckets take
+//    (MPI_Iallreduce on the communicator's thread, polled).
+// Prints, per size, each one's median time, bus bandwidth (2 (n-1)/n · bytes / time, the traffic
+// a ring all-reduce moves per rank) and ratio to MPI's, and a CSV for alpha_beta.py.
 //
 //   mpirun -np 2 build/bench/kiln_allreduce_bench [--csv FILE]
 #define OMPI_SKIP_MPICXX 1
@@ -56,34 +59,40 @@ int main(int argc, char** argv) {
   FILE* csv = nullptr;
   if (rank == 0 && !csv_path.empty()) {
     csv = std::fopen(csv_path.c_str(), "w");
-    if (csv) std::fprintf(csv, "ranks,bytes,mpi_s,kiln_s\n");
+    if (csv) std::fprintf(csv, "ranks,bytes,mpi_s,kiln_s,kiln_async_s\n");
   }
   if (rank == 0) {
-    std::printf("%10s %12s %12s %12s %12s %8s\n", "bytes", "MPI us", "Kiln us", "MPI GB/s",
-                "Kiln GB/s", "Kiln/MPI");
+    std::printf("%10s %10s %10s %10s %9s %9s %9s %9s %9s\n", "bytes", "MPI us", "Kiln us",
+                "async us", "MPI GB/s", "Kiln GB/s", "async GB/s", "Kiln/MPI", "async/MPI");
   }
   for (int64_t bytes = 4096; bytes <= (int64_t(64) << 20); bytes *= 4) {
     const int64_t count = bytes / 4;
-    std::vector<float> a(size_t(count), 1.0f), b(size_t(count), 1.0f);
+    std::vector<float> a(size_t(count), 1.0f), b(size_t(count), 1.0f), c(size_t(count), 1.0f);
     const int reps = int(std::clamp<int64_t>((int64_t(256) << 20) / bytes, 4, 2000));
     auto mpi = [&] {
       MPI_Allreduce(MPI_IN_PLACE, a.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
     auto kiln = [&] { kiln::comm::all_reduce(b.data(), count, kiln::DType::f32); };
+    auto async = [&] { kiln::comm::all_reduce_async(c.data(), count, kiln::DType::f32).wait(); };
     // Warm both paths (first touch, OpenMPI's connection set-up).
     time_calls(mpi, 2);
     time_calls(kiln, 2);
-    std::vector<double> mpi_s, kiln_s;
+    time_calls(async, 2);
+    std::vector<double> mpi_s, kiln_s, async_s;
     for (int round = 0; round < 5; ++round) {
       mpi_s.push_back(time_calls(mpi, reps));
       kiln_s.push_back(time_calls(kiln, reps));
+      async_s.push_back(time_calls(async, reps));
     }
-    const double tm = median(mpi_s), tk = median(kiln_s);
+    const double tm = median(mpi_s), tk = median(kiln_s), ta = median(async_s);
     const double traffic = 2.0 * (n - 1) / n * double(bytes);
     if (rank == 0) {
-      std::printf("%10lld %12.1f %12.1f %12.2f %12.2f %8.2f\n", static_cast<long long>(bytes),
-                  tm * 1e6, tk * 1e6, traffic / tm / 1e9, traffic / tk / 1e9, tm / tk);
-      if (csv) std::fprintf(csv, "%d,%lld,%.9f,%.9f\n", n, static_cast<long long>(bytes), tm, tk);
+      std::printf("%10lld %10.1f %10.1f %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
+                  static_cast<long long>(bytes), tm * 1e6, tk * 1e6, ta * 1e6, traffic / tm / 1e9,
+                  traffic / tk / 1e9, traffic / ta / 1e9, tm / tk, tm / ta);
+      if (csv) {
+        std::fprintf(csv, "%d,%lld,%.9f,%.9f,%.9f\n", n, static_cast<long long>(bytes), tm, tk, ta);
+      }
     }
   }
   if (csv) std::fclose(csv);

@@ -5,7 +5,8 @@ gradient all-reduce of ResNet-20 and of a ResNet-50-sized gradient set at 8 to 1
     mpirun -np 2 build/bench/kiln_allreduce_bench --csv allreduce.csv
     bench/dist/alpha_beta.py allreduce.csv
 
-The CSV (ranks, bytes, mpi_s, kiln_s) comes from 2 ranks, where a ring all-reduce is one
+The CSV (ranks, bytes, mpi_s, kiln_s, kiln_async_s; the fit uses the async path, which
+data parallelism takes) comes from 2 ranks, where a ring all-reduce is one
 exchange of n/2 bytes each way: t2(n) = 2 * alpha + 2 * (1/2) * n * beta, so alpha and beta are
 fitted per message. At p ranks (bandwidth-optimal algorithms, as Thakur, Rabenseifner and Gropp
 give them):
@@ -27,12 +28,14 @@ MODELS = {
 
 
 def fit(points):
-    """Least squares for t = a + b * x."""
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    sxy = sum((x - mx) * (y - my) for x, y in points)
+    """Least squares for t = a + b * x, each point weighted by 1/t^2 (relative error), so the
+    small messages fix the latency and the large ones the bandwidth."""
+    w = [1.0 / (y * y) for _, y in points]
+    sw = sum(w)
+    mx = sum(wi * x for wi, (x, _) in zip(w, points)) / sw
+    my = sum(wi * y for wi, (_, y) in zip(w, points)) / sw
+    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, points))
+    sxy = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, points))
     b = sxy / sxx
     return my - b * mx, b
 
@@ -40,7 +43,7 @@ def fit(points):
 def main(path):
     rows = list(csv.DictReader(open(path)))
     # On 2 ranks one message is each rank's half of the buffer: t = 2 alpha + n beta.
-    points = [(float(r["bytes"]), float(r["kiln_s"])) for r in rows if int(r["ranks"]) == 2]
+    points = [(float(r["bytes"]), float(r["kiln_async_s"])) for r in rows if int(r["ranks"]) == 2]
     if len(points) < 2:
         sys.exit("alpha_beta: need 2-rank measurements of at least two sizes")
     a2, b = fit(points)

@@ -328,7 +328,10 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
       // training thread did not wait for (hidden behind the backward pass).
       const comm::Stats cs = comm::stats();
       j["allreduce_ms_per_step"] = double(cs.busy_ns) / 1e6 / double(r.steps - kWarmupSteps);
-      j["allreduce_hidden"] = cs.busy_ns > 0 ? 1.0 - double(cs.waited_ns) / double(cs.busy_ns) : 0;
+      // Waiting includes handing a bucket to the thread, so tiny buckets can wait longer than
+      // they took: the share is clamped at 0.
+      j["allreduce_hidden"] =
+          cs.busy_ns > 0 ? std::max(0.0, 1.0 - double(cs.waited_ns) / double(cs.busy_ns)) : 0.0;
     }
     j["threads"] = num_threads();
     j["images_per_sec"] = r.images_per_sec;
