@@ -52,8 +52,9 @@ Counters& counters() {
   return c;
 }
 
-// The one thread that makes MPI calls after MPI_Init_thread (MPI_THREAD_SERIALIZED): jobs run
-// in submission order, which is program order on every rank, so collectives always match.
+// The communicator's thread. Jobs run in submission order, which is program order on every
+// rank, so collectives always match; run_here lets a blocking caller make its call itself when
+// nothing is queued. Either way one thread at a time is in MPI (MPI_THREAD_SERIALIZED).
 class CommThread {
  public:
   CommThread() : thread_([this] { loop(); }) {}

@@ -5,10 +5,11 @@
 //   kiln::communication::init();   // joins the job mpirun started; alone, a job of one
 //   int rank = kiln::communication::get_rank(), size = kiln::communication::get_group_size();
 //
-// Every MPI call is made by one communication thread, in the order the collectives were
-// submitted: a collective started asynchronously (all_reduce_async) runs while the caller
-// computes, and all ranks see the same order because every rank submits in program order. The
-// blocking collectives are submit + wait. With one rank every collective is a copy or nothing.
+// MPI calls are made one at a time, in the order the program asked for them, which is the same
+// order on every rank, so collectives always match. A collective started asynchronously
+// (all_reduce_async) runs on the communicator's thread while the caller computes; a blocking one
+// runs on the caller's thread when the communicator's thread is idle, else queues behind it.
+// With one rank every collective is a copy or nothing.
 #include <cstdint>
 #include <memory>
 #include <string>
