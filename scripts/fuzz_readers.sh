@@ -5,11 +5,11 @@
 # UBSan) in build-fuzz, then runs each fuzzer for a bounded time from its corpus in
 # fuzz/corpus/<name> (copied, so runs never grow the repository). Exits non-zero when a fuzzer
 # finds a crash; the reproducer is left in build-fuzz/fuzz/ (make it a regression test).
-#   scripts/fuzz_readers.sh [SECONDS_PER_FUZZER=20]
+#   scripts/fuzz_readers.sh [SECONDS_PER_FUZZER=12]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_FUZZ_BUILD:-$root/build-fuzz}
-seconds=${1:-20}
+seconds=${1:-12}
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \

@@ -2,11 +2,11 @@
 # Fuzzes the record reader: builds fuzz/record_reader_fuzzer with clang (libFuzzer + ASan + UBSan)
 # in build-fuzz, writes a seed corpus of valid record files, and runs the fuzzer for a bounded
 # time. Exits non-zero when the fuzzer finds a crash (the reproducer is left in build-fuzz/fuzz/).
-#   scripts/fuzz_record.sh [SECONDS=60]
+#   scripts/fuzz_record.sh [SECONDS=40]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_FUZZ_BUILD:-$root/build-fuzz}
-seconds=${1:-60}
+seconds=${1:-40}
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
