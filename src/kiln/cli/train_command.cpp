@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "kiln/amp/loss_scale.h"
-#include "kiln/cli/parallel_job.h"
-#include "kiln/comm/communicator.h"
 #include "kiln/cli/option_checks.h"
+#include "kiln/cli/parallel_job.h"
 #include "kiln/cli/yaml_config.h"
+#include "kiln/comm/communicator.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
@@ -264,13 +264,9 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     }
     if (job.data_parallel) {
       // Every rank loaded the file itself: they must hold the same weights and position.
-      std::string loaded;
-      for (const auto& [name, t] : net->state_and_names()) {
-        loaded.append(static_cast<const char*>(t.raw_data()), size_t(t.nbytes()));
-      }
-      parallel::check_agreement(
-          {{"resumed weights (" + c.resume + ")", parallel::describe_hash(loaded)},
-           {"resumed global step", at.global_step}});
+      parallel::check_agreement({{"resumed weights (" + c.resume + ")",
+                                  parallel::hash_tensor_bytes(net->state_and_names())},
+                                 {"resumed global step", at.global_step}});
     }
     out << "resuming from " << c.resume << " at epoch " << at.epoch + 1 << ", step "
         << at.step_in_epoch << " (global step " << at.global_step << ")\n";

@@ -12,10 +12,6 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-int64_t bytes_of(const Tensor& t) {
-  return t.numel() * int64_t(dtype_size(t.dtype()));
-}
-
 void check_f32(const Tensor& t, size_t i) {
   if (t.dtype() != DType::f32) {
     throw Error(detail::concat("data parallel: parameter ", i, " is ", describe(t),
@@ -39,7 +35,7 @@ std::vector<Bucket> assign_buckets(const std::vector<Tensor>& params, double cap
   std::vector<Bucket> buckets;
   int64_t bytes = 0;
   for (size_t k = params.size(); k-- > 0;) {
-    const int64_t b = bytes_of(params[k]);
+    const int64_t b = int64_t(params[k].nbytes());
     const double cap = (buckets.size() <= 1 ? first_cap_mb : cap_mb) * kMiB;
     if (buckets.empty() || (!buckets.back().params.empty() && double(bytes + b) > cap)) {
       buckets.emplace_back();
@@ -77,9 +73,28 @@ void broadcast_from_rank0(const std::vector<nn::NamedTensor>& tensors) {
   broadcast_from_rank0(plain);
 }
 
+namespace {
+
+// FNV-1a over `n` bytes, continuing from `h`.
+uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+
+}  // namespace
+
 int64_t describe_hash(const std::string& description) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : description) h = (h ^ c) * 1099511628211ull;
+  return int64_t(fnv1a(kFnvBasis, description.data(), description.size()) >> 1);
+}
+
+int64_t hash_tensor_bytes(const std::vector<nn::NamedTensor>& tensors) {
+  uint64_t h = kFnvBasis;
+  for (const auto& [name, t] : tensors) {
+    const Tensor dense = t.is_contiguous() ? t : ops::contiguous_copy(t);
+    h = fnv1a(h, dense.raw_data(), dense.nbytes());
+  }
   return int64_t(h >> 1);
 }
 

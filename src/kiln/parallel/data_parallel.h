@@ -53,6 +53,8 @@ struct AgreementItem {
 void check_agreement(const std::vector<AgreementItem>& items);
 // A stable 63-bit hash of a description (FNV-1a), for AgreementItem::value.
 int64_t describe_hash(const std::string& description);
+// A stable 63-bit hash of the tensors' values (for a loaded checkpoint's agreement).
+int64_t hash_tensor_bytes(const std::vector<nn::NamedTensor>& tensors);
 // The model's structure as every rank must see it: each parameter's name, shape and dtype.
 std::string describe_parameters(const std::vector<nn::NamedTensor>& params);
 

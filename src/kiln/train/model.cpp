@@ -80,20 +80,18 @@ void Model::join_data_parallel(const Tensor& data) {
     optimizer += ";" + name + ":" + t.shape().str();
   }
   const int64_t batch = data.rank() > 0 ? data.dim(0) : 1;
+  const std::vector<nn::NamedTensor> state = network_->state_and_names();
+  const int64_t structure = parallel::describe_hash(parallel::describe_parameters(state));
   parallel::check_agreement({
-      {"model parameters (names, shapes, dtypes)",
-       parallel::describe_hash(parallel::describe_parameters(network_->state_and_names())),
-       detail::concat(network_->state_and_names().size(), " tensors, hash ",
-                      parallel::describe_hash(
-                          parallel::describe_parameters(network_->state_and_names())) %
-                          100000)},
+      {"model parameters (names, shapes, dtypes)", structure,
+       detail::concat(state.size(), " tensors, hash ", structure % 100000)},
       {"optimizer", parallel::describe_hash(optimizer), optimizer_->name()},
       {"per-rank batch size", batch, std::to_string(batch)},
       {"execution mode", graph ? 1 : 0, graph ? "GRAPH_MODE" : "PYNATIVE_MODE"},
       {"amp level", parallel::describe_hash(options_.amp_level + options_.amp_dtype),
        options_.amp_level + " " + options_.amp_dtype},
   });
-  parallel::broadcast_from_rank0(network_->state_and_names());
+  parallel::broadcast_from_rank0(state);
   if (!graph) reducer_ = std::make_unique<parallel::GradientReducer>(params_);
 }
 
