@@ -23,9 +23,9 @@ int main(int argc, char** argv) {
       set_context({.mode = GRAPH_MODE, .enable_graph_kernel = true});
     }
     // Plain /255 scaling, no augmentation.
-    auto train_ds = dataset::fashion_mnist_pipeline(
+    auto train_ds = data::fashion_mnist_pipeline(
         {.usage = "train", .batch_size = 64, .augment = false, .mean = 0, .std = 1});
-    auto test_ds = dataset::fashion_mnist_pipeline({.usage = "test",
+    auto test_ds = data::fashion_mnist_pipeline({.usage = "test",
                                                     .batch_size = 256,
                                                     .shuffle = false,
                                                     .augment = false,

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The rank the caller expects: what the magic says (so the dimensions get explored), or 1.
   uint32_t rank = size >= 4 && data[3] >= 1 && data[3] <= 4 ? data[3] : 1;
   try {
-    kiln::dataset::IdxArray a = kiln::dataset::read_idx(file.path(), rank);
+    kiln::data::IdxArray a = kiln::data::read_idx(file.path(), rank);
     int64_t n = 1;
     for (int64_t d : a.dims) n *= d;
     if (n != a.data.numel()) __builtin_trap();

@@ -9,7 +9,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (bool rgb : {false, true}) {
     try {
-      kiln::Tensor image = kiln::dataset::vision::decode_image(data, size, rgb);
+      kiln::Tensor image = kiln::data::vision::decode_image(data, size, rgb);
       if (image.rank() != 3 || (rgb && image.dim(2) != 3)) __builtin_trap();
     } catch (const kiln::Error&) {
     }

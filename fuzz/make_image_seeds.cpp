@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dir = argv[1];
-  using dataset::vision::encode_jpeg;
-  using dataset::vision::encode_png;
+  using data::vision::encode_jpeg;
+  using data::vision::encode_png;
   write(dir + "/gray-5x3.png", encode_png(image(3, 5, 1)));
   write(dir + "/rgb-4x4.png", encode_png(image(4, 4, 3)));
   write(dir + "/gray-5x3.jpg", encode_jpeg(image(3, 5, 1), 90));

@@ -83,14 +83,14 @@ size_t make_png_folder(const std::string& dir) {
     return n - 1;
   }
   auto images =
-      gunzip(std::string(dataset::kDebianFashionMnistDir) + "/train-images-idx3-ubyte.gz");
+      gunzip(std::string(data::kDebianFashionMnistDir) + "/train-images-idx3-ubyte.gz");
   auto labels =
-      gunzip(std::string(dataset::kDebianFashionMnistDir) + "/train-labels-idx1-ubyte.gz");
+      gunzip(std::string(data::kDebianFashionMnistDir) + "/train-labels-idx1-ubyte.gz");
   size_t n = labels.size() - 8;
   for (int c = 0; c < 10; ++c) fs::create_directories(dir + "/" + std::to_string(c));
   for (size_t i = 0; i < n; ++i) {
     Tensor img = Tensor::from_blob(images.data() + 16 + i * 784, Shape{28, 28}, DType::u8);
-    auto png = dataset::vision::encode_png(img);
+    auto png = data::vision::encode_png(img);
     char name[64];
     std::snprintf(name, sizeof name, "/%d/%05zu.png", int(labels[8 + i]), i);
     std::ofstream(dir + name, std::ios::binary)
@@ -145,7 +145,7 @@ void drop_caches() {
 }
 
 // One epoch; `batched`: rows arrive in batches (count their first dimension).
-double pipeline_epoch(const dataset::Dataset& ds, int64_t* rows, bool batched = true) {
+double pipeline_epoch(const data::Dataset& ds, int64_t* rows, bool batched = true) {
   auto it = ds.create_tuple_iterator({.num_epochs = 1});
   auto t0 = Clock::now();
   *rows = 0;
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
 
     // Through the pipeline, bytes only (no map): the source stages side by side.
     int64_t rows = 0;
-    using namespace kiln::dataset;
+    using namespace kiln::data;
     Timing folder_src, record_src;
     for (int r = 0; r < rounds; ++r) {
       timed(folder_src,

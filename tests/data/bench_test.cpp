@@ -7,7 +7,7 @@
 #include "kiln/data/presets.h"
 #include "kiln/data/source_registry.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 void register_test_images() {
@@ -84,4 +84,4 @@ TEST(Presets, FashionMnistTrainingBatches) {
 }
 
 }  // namespace
-}  // namespace kiln::dataset
+}  // namespace kiln::data

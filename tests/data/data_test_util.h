@@ -16,7 +16,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::dataset::testing {
+namespace kiln::data::testing {
 
 // Rows {"x": i32 scalar i} for i in [0, n).
 inline GeneratorDataset range_dataset(int64_t n, GeneratorOptions opt = {.shuffle = false}) {
@@ -72,4 +72,4 @@ inline void run_with_timeout(double seconds, const std::function<void()>& fn) {
   t.join();
 }
 
-}  // namespace kiln::dataset::testing
+}  // namespace kiln::data::testing

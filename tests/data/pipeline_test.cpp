@@ -9,7 +9,7 @@
 #include "kiln/data/transforms.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 using testing::range_dataset;
@@ -304,4 +304,4 @@ TEST(Pipeline, BadArgumentsFailAtConstructionNamingTheArgument) {
 }
 
 }  // namespace
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -79,7 +79,7 @@ TEST(RecordConvert, IdxAsPngDecodesToTheSamePixels) {
   EXPECT_EQ(reader.schema()[1].type, FieldType::bytes);
   for (uint64_t i = 0; i < 6; ++i) {
     auto v = reader.read(i);
-    Tensor img = dataset::vision::decode_image(v[1].data.data(), v[1].data.size(), false);
+    Tensor img = data::vision::decode_image(v[1].data.data(), v[1].data.size(), false);
     auto px = img.to_vector<uint8_t>();
     ASSERT_EQ(px.size(), 21u);
     for (uint64_t y = 0; y < 7; ++y)
@@ -114,7 +114,7 @@ TEST(RecordConvert, ImageFolderMatchesImageFolderDataset) {
       auto* p = img.data<uint8_t>();
       for (int64_t k = 0; k < img.numel(); ++k) p[k] = uint8_t(k * 7 + made);
       testing::write_file(root + "/" + c + "/img" + std::to_string(i) + ".PNG",
-                          dataset::vision::encode_png(img));
+                          data::vision::encode_png(img));
       ++made;
     }
   }
@@ -129,10 +129,10 @@ TEST(RecordConvert, ImageFolderMatchesImageFolderDataset) {
   EXPECT_EQ(reader.read(0)[2].as_string(), "ant/img0.PNG");
 
   // Same rows, same order, same labels as ImageFolderDataset reading the folder itself.
-  auto folder = dataset::ImageFolderDataset(root, {.shuffle = false})
+  auto folder = data::ImageFolderDataset(root, {.shuffle = false})
                     .create_tuple_iterator({.columns = {"image", "label"}, .num_epochs = 1});
-  auto records = dataset::RecordDataset(dir / "rec0", {"image", "label"},
-                                        {.shuffle = dataset::RecordShuffle::none})
+  auto records = data::RecordDataset(dir / "rec0", {"image", "label"},
+                                        {.shuffle = data::RecordShuffle::none})
                      .create_tuple_iterator({.num_epochs = 1});
   std::vector<Tensor> a, b;
   int rows = 0;

@@ -33,13 +33,13 @@ class FiniteLossCheck : public Callback {
 RunResult train_and_test(const std::string& model_name, const ModelOptions& options, int64_t epochs,
                          int64_t max_steps) {
   set_seed(3);
-  dataset::config::set_seed(3);
+  data::config::set_seed(3);
   // Normalised inputs and a cosine decay to zero: both runs end on a settled model, so the
   // comparison measures precision, not where two noisy trajectories happen to stop.
   const double mean = 0.2860, stddev = 0.3530;
-  auto train_ds = dataset::fashion_mnist_pipeline(
+  auto train_ds = data::fashion_mnist_pipeline(
       {.usage = "train", .batch_size = 64, .augment = false, .mean = mean, .std = stddev});
-  auto test_ds = dataset::fashion_mnist_pipeline({.usage = "test",
+  auto test_ds = data::fashion_mnist_pipeline({.usage = "test",
                                                   .batch_size = 500,
                                                   .drop_remainder = false,
                                                   .shuffle = false,

@@ -17,10 +17,10 @@ namespace {
 
 TEST(LeNetFashionMnist, TwoEpochsReach84Percent) {
   set_seed(0);
-  dataset::config::set_seed(0);
-  auto train_ds = dataset::fashion_mnist_pipeline(
+  data::config::set_seed(0);
+  auto train_ds = data::fashion_mnist_pipeline(
       {.usage = "train", .batch_size = 64, .augment = false, .mean = 0, .std = 1});
-  auto test_ds = dataset::fashion_mnist_pipeline({.usage = "test",
+  auto test_ds = data::fashion_mnist_pipeline({.usage = "test",
                                                   .batch_size = 256,
                                                   .drop_remainder = false,
                                                   .shuffle = false,

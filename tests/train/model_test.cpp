@@ -259,7 +259,7 @@ TEST(Model, BadArgumentsAreNamed) {
               std::string::npos);
   }
   auto bad_ds =
-      dataset::NumpySlicesDataset({Tensor::zeros({8, kFeatures})}, {"data"}, {.shuffle = false})
+      data::NumpySlicesDataset({Tensor::zeros({8, kFeatures})}, {"data"}, {.shuffle = false})
           .batch(4);
   EXPECT_THROW(model->train(1, bad_ds), Error);
 }

@@ -34,7 +34,7 @@ inline Tensor batch_labels(int64_t n, uint64_t seed) {
 }
 
 // rows × features f32 inputs with labels = argmax over 3 fixed projections (learnable).
-inline dataset::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_t batch,
+inline data::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_t batch,
                                           uint64_t seed = 11, bool shuffle = false) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> d(0.f, 1.f);
@@ -49,7 +49,7 @@ inline dataset::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_
       if (s > best) best = s, y[size_t(r)] = k;
     }
   }
-  return dataset::NumpySlicesDataset(
+  return data::NumpySlicesDataset(
              {Tensor::from_vector(x, {rows, features}), Tensor::from_vector(y, {rows})},
              {"data", "label"}, {.shuffle = shuffle})
       .batch(batch, true);

@@ -35,12 +35,12 @@ void add_data_command(CLI::App& app) {
     data = app.add_subcommand("data", "data pipeline tools");
     data->require_subcommand(1);
   }
-  auto opts = std::make_shared<dataset::BenchOptions>();
+  auto opts = std::make_shared<data::BenchOptions>();
   auto transforms = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   std::string sources_help = "where rows come from:";
-  for (auto& s : dataset::registered_sources()) sources_help += "\n  " + s;
-  if (!dataset::has_source_factory("record")) {
+  for (auto& s : data::registered_sources()) sources_help += "\n  " + s;
+  if (!data::has_source_factory("record")) {
     sources_help += "\n  record:FILE[,FILE...]  record files (once kiln_record registered it)";
   }
 
@@ -82,7 +82,7 @@ void add_data_command(CLI::App& app) {
   bench->add_flag("--json", *json, "end with one JSON line of the results");
   bench->callback([opts, transforms, json] {
     opts->transforms = split_commas(*transforms);
-    dataset::BenchResult r = dataset::run_data_bench(*opts);
+    data::BenchResult r = data::run_data_bench(*opts);
     std::printf("pipeline:\n%s", r.pipeline.c_str());
     std::printf(
         "%lld samples in %lld batches in %.3f s: %.0f samples/s (%d map workers), peak RSS %.1f "

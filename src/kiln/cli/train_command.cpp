@@ -48,7 +48,7 @@ constexpr double kFashionMean = 0.2860, kFashionStd = 0.3530;
 // an Error naming what is missing and the two ways to get it.
 void require_fashion_mnist(const std::string& data_dir, const std::string& usage) {
   namespace fs = std::filesystem;
-  std::string dir = data_dir.empty() ? dataset::kDebianFashionMnistDir : data_dir;
+  std::string dir = data_dir.empty() ? data::kDebianFashionMnistDir : data_dir;
   std::string prefix = usage == "test" ? "t10k" : "train";
   for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"}) {
     fs::path base = fs::path(dir) / (prefix + "-" + kind);
@@ -200,7 +200,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   }
   if (c.threads > 0) set_num_threads(c.threads);
   set_seed(c.seed);
-  dataset::config::set_seed(c.seed);
+  data::config::set_seed(c.seed);
   set_context({.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE,
                .enable_graph_kernel = c.graph_kernel,
                .save_graphs_path = c.dump_graph,
@@ -208,18 +208,18 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
 
   require_fashion_mnist(c.data_dir, "train");
   require_fashion_mnist(c.data_dir, "test");
-  dataset::FashionMnistPipelineOptions data{.dataset_dir = c.data_dir,
+  data::FashionMnistPipelineOptions data{.dataset_dir = c.data_dir,
                                             .usage = "train",
                                             .batch_size = c.batch_size,
                                             .augment = false,
                                             .mean = kFashionMean,
                                             .std = kFashionStd};
-  dataset::Dataset train_ds = dataset::fashion_mnist_pipeline(data);
+  data::Dataset train_ds = data::fashion_mnist_pipeline(data);
   data.usage = "test";
   data.shuffle = false;
   data.drop_remainder = false;
   data.batch_size = std::max<int64_t>(c.batch_size, 256);
-  dataset::Dataset test_ds = dataset::fashion_mnist_pipeline(data);
+  data::Dataset test_ds = data::fashion_mnist_pipeline(data);
 
   if (job.data_parallel) {
     out << "data parallel: " << job.ranks << " ranks, " << num_threads()

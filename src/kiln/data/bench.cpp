@@ -9,7 +9,7 @@
 #include "kiln/data/source_registry.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 int64_t parse_size(const std::string& name, const std::string& arg, int64_t fallback) {
@@ -145,4 +145,4 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
   return s;
 }
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

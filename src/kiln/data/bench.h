@@ -5,7 +5,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 struct BenchOptions {
   std::string source = "fashion-mnist:train";  // see source_registry.h
@@ -46,4 +46,4 @@ Op make_named_transform(const std::string& spec);
 Dataset build_bench_pipeline(const BenchOptions& options);
 BenchResult run_data_bench(const BenchOptions& options);
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

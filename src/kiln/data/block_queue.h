@@ -15,7 +15,7 @@
 
 #include "kiln/data/source.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 
 struct Block {
   std::vector<Row> rows;
@@ -111,4 +111,4 @@ class BlockQueue {
   int push_waiters_ = 0, pop_waiters_ = 0;
 };
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

@@ -6,7 +6,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/threads.h"
 
-namespace kiln::dataset::config {
+namespace kiln::data::config {
 namespace {
 std::atomic<uint64_t> g_seed{5489u};
 std::atomic<int> g_prefetch{16};
@@ -50,4 +50,4 @@ int get_rows_per_block() {
   return g_rows_per_block;
 }
 
-}  // namespace kiln::dataset::config
+}  // namespace kiln::data::config

@@ -2,7 +2,7 @@
 // Process-wide defaults of the data pipeline (MindSpore's mindspore.dataset.config).
 #include <cstdint>
 
-namespace kiln::dataset::config {
+namespace kiln::data::config {
 
 // Seed of shuffling, sampling and random transforms. Default 5489 (std::mt19937's), so a run is
 // reproducible and every shard of a distributed job draws the same per-epoch permutation.
@@ -24,4 +24,4 @@ int get_num_parallel_workers();
 void set_rows_per_block(int rows);
 int get_rows_per_block();
 
-}  // namespace kiln::dataset::config
+}  // namespace kiln::data::config

@@ -11,7 +11,7 @@
 #include "kiln/data/node.h"
 #include "kiln/data/pipeline.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 using detail::DatasetNode;
 using detail::NodeKind;
@@ -434,4 +434,4 @@ std::string DatasetNode::stage_name() const {
 }
 
 }  // namespace detail
-}  // namespace kiln::dataset
+}  // namespace kiln::data

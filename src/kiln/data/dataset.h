@@ -2,7 +2,7 @@
 // The data pipeline API, with MindSpore's names and semantics. Option structs stand in for
 // keyword arguments:
 //
-//   using namespace kiln::dataset;
+//   using namespace kiln::data;
 //   auto ds = FashionMnistDataset("", {.usage = "train", .shuffle = true})
 //                 .map({vision::Rescale(1.0 / 255, 0), vision::HWC2CHW()}, {"image"})
 //                 .batch(64, /*drop_remainder=*/true);
@@ -25,7 +25,7 @@
 #include "kiln/data/stats.h"
 #include "kiln/data/transform.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 namespace detail {
 struct DatasetNode;
@@ -242,4 +242,4 @@ class NumpySlicesDataset : public Dataset {
                      SourceOptions options = {});
 };
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

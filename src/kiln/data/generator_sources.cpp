@@ -2,7 +2,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/dataset.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 SourceOptions to_source_options(const GeneratorOptions& o) {
@@ -149,4 +149,4 @@ NumpySlicesDataset::NumpySlicesDataset(std::vector<Tensor> data,
     : Dataset(from_source(std::make_shared<SlicesSource>(std::move(data), std::move(column_names)),
                           options)) {}
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -10,7 +10,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 namespace fs = std::filesystem;
@@ -141,4 +141,4 @@ IdxArray read_idx(const std::string& path, uint32_t expected_rank) {
   return a;
 }
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -10,7 +10,7 @@
 
 #include "kiln/core/tensor.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 struct IdxArray {
   std::vector<int64_t> dims;
@@ -21,4 +21,4 @@ struct IdxArray {
 // is missing, not IDX, truncated, longer than its dimensions say, or its dimensions overflow.
 IdxArray read_idx(const std::string& path, uint32_t expected_rank);
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

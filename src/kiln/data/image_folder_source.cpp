@@ -14,7 +14,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 namespace fs = std::filesystem;
@@ -136,4 +136,4 @@ ImageFolderDataset::ImageFolderDataset(std::string dataset_dir, ImageFolderOptio
                           SourceOptions{o.num_parallel_workers, o.shuffle, o.num_samples,
                                         o.num_shards, o.shard_id})) {}
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -6,7 +6,7 @@
 #include "kiln/data/node.h"
 #include "kiln/data/pipeline.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 TupleIterator Dataset::create_tuple_iterator(IteratorOptions options) const {
   if (!node_) throw Error("create_tuple_iterator on an empty Dataset");
@@ -78,4 +78,4 @@ bool DictIterator::next(std::map<std::string, Tensor>& row) {
   return true;
 }
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

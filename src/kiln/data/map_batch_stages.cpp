@@ -7,7 +7,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/pipeline.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 namespace {
 
 // Runs `process(block, seq)` on blocks of `child` with `workers` threads; output keeps the input's
@@ -302,4 +302,4 @@ std::unique_ptr<Stage> make_batch_stage(const DatasetNode& node, Stage& child, i
   return std::make_unique<BatchStage>(node, child, id, workers);
 }
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

@@ -10,7 +10,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/idx.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 namespace fs = std::filesystem;
@@ -154,4 +154,4 @@ FashionMnistDataset::FashionMnistDataset(std::string dataset_dir, MnistOptions o
     : MnistDataset(dataset_dir.empty() ? std::string(kDebianFashionMnistDir) : dataset_dir, options,
                    "FashionMnistDataset") {}
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

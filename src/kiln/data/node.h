@@ -6,7 +6,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 
 enum class NodeKind {
   source,
@@ -53,4 +53,4 @@ int64_t dataset_size(const DatasetNode& node);
 // Rows a random-access source yields per epoch after sharding and num_samples.
 int64_t sampled_rows(int64_t num_rows, const SourceOptions& options);
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

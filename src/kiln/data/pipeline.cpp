@@ -7,7 +7,7 @@
 #include "kiln/core/threads.h"
 #include "kiln/data/config.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 
 int queue_capacity(int prefetch_rows, int rows_per_block, int workers) {
   if (prefetch_rows <= 0) prefetch_rows = config::get_prefetch_size();
@@ -199,4 +199,4 @@ PipelineStats Pipeline::stats() const {
   return s;
 }
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

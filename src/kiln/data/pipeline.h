@@ -13,7 +13,7 @@
 #include "kiln/data/node.h"
 #include "kiln/data/stats.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 
 inline int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -150,4 +150,4 @@ std::unique_ptr<Stage> make_sequential_stage(const DatasetNode& node, std::vecto
 // Queue capacity, in blocks, for a stage with `workers` producers.
 int queue_capacity(int prefetch_rows, int rows_per_block, int workers);
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

@@ -6,7 +6,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 // u8 [N, H, W, C] -> f32 [N, C, H, W] with value (x * scale - mean) / std, in one flat pass per
@@ -81,4 +81,4 @@ Dataset fashion_mnist_pipeline(const FashionMnistPipelineOptions& o) {
            {.num_parallel_workers = 1});  // one cheap pass per batch: one worker is plenty
 }
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

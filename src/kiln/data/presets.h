@@ -5,7 +5,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 struct FashionMnistPipelineOptions {
   std::string dataset_dir;      // empty: Debian's /usr/share/datasets/fashion-mnist
@@ -27,4 +27,4 @@ struct FashionMnistPipelineOptions {
 // images to normalized f32 NCHW. Rows: "image" f32 [B, 1, 28, 28] and "label" i32 [B].
 Dataset fashion_mnist_pipeline(const FashionMnistPipelineOptions& options = {});
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

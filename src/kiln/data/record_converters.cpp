@@ -243,7 +243,7 @@ ConvertResult convert_idx(const std::string& images_path, const std::string& lab
       if (options.png) {
         Tensor t = Tensor::from_blob(const_cast<uint8_t*>(pixels), Shape{int64_t(h), int64_t(w)},
                                      DType::u8);
-        pngs[i] = dataset::vision::encode_png(t);
+        pngs[i] = data::vision::encode_png(t);
         image = Value::borrowed(std::span<const uint8_t>(pngs[i]));
       } else {
         image = Value::array_view(ElemType::uint8, {int64_t(h), int64_t(w)},

@@ -11,7 +11,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/source_registry.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 using record::ElemType;
 using record::FieldType;
@@ -304,4 +304,4 @@ RecordDataset::RecordDataset(const std::vector<std::string>& files,
     : Dataset(make_dataset(std::make_shared<RecordReader>(files, reader_options(options)),
                            std::move(columns), options)) {}
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -1,7 +1,7 @@
 #pragma once
 // RecordDataset: record files as a source of the data pipeline (MindSpore's MindDataset).
 //
-//   auto ds = kiln::dataset::RecordDataset("train.krec0", {"image", "label"},
+//   auto ds = kiln::data::RecordDataset("train.krec0", {"image", "label"},
 //                                          {.shuffle = RecordShuffle::global,
 //                                           .num_shards = 4, .shard_id = rank})
 //                 .map({vision::Decode()}, {"image"})
@@ -25,7 +25,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/record/record_reader.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 enum class RecordShuffle { none, global, files, infile };
 
@@ -60,4 +60,4 @@ Dataset record_source(const std::string& arg, const SourceOptions& options);
 void record_row_to_tensors(const record::RowView& row, const std::vector<int>& fields,
                            std::vector<Tensor>& out);
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -5,7 +5,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/pipeline.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 namespace {
 
 class SequentialStage : public Stage {
@@ -250,4 +250,4 @@ std::unique_ptr<Stage> make_sequential_stage(const DatasetNode& node, std::vecto
   }
 }
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

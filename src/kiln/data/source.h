@@ -5,7 +5,7 @@
 // reading, ordering, epochs and error reporting are the engine's job, so every source gets them
 // the same way. To add a source (record files, say):
 //
-//   class RecordSource : public kiln::dataset::Source {
+//   class RecordSource : public kiln::data::Source {
 //     std::string name() const override { return "RecordDataset"; }
 //     std::vector<std::string> column_names() const override { return {"image", "label"}; }
 //     int64_t num_rows() const override { return rows_; }
@@ -25,7 +25,7 @@
 
 #include "kiln/core/tensor.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 class Source;
 
@@ -88,4 +88,4 @@ struct SourceOptions {
   int shard_id = 0;
 };
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

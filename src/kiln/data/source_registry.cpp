@@ -6,7 +6,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/record_dataset.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 struct Entry {
@@ -126,4 +126,4 @@ Dataset make_source(const std::string& spec, const SourceOptions& options) {
   return factory(arg, options);
 }
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -12,7 +12,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 // `arg` is the text after "scheme:" (empty when there is none).
 using SourceFactory = std::function<Dataset(const std::string& arg, const SourceOptions& options)>;
@@ -28,4 +28,4 @@ std::vector<std::string> registered_sources();
 // lists the known ones.
 Dataset make_source(const std::string& spec, const SourceOptions& options = {});
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -7,7 +7,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/pipeline.h"
 
-namespace kiln::dataset::detail {
+namespace kiln::data::detail {
 namespace {
 
 void check_columns(const Source& src, const std::vector<Tensor>& columns, int64_t index,
@@ -203,4 +203,4 @@ std::unique_ptr<Stage> make_source_stage(const DatasetNode& node, int64_t epochs
   return std::make_unique<RandomAccessSourceStage>(node, epochs, id, std::max(1, workers), rpb);
 }
 
-}  // namespace kiln::dataset::detail
+}  // namespace kiln::data::detail

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace kiln::dataset {
+namespace kiln::data {
 namespace {
 
 std::string json_string(const std::string& s) {
@@ -139,4 +139,4 @@ std::string PipelineStats::to_json() const {
   return o;
 }
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

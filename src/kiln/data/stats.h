@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 struct StageStats {
   std::string name;        // "map[Decode,RandomCrop]"
@@ -37,4 +37,4 @@ struct PipelineStats {
 // Fills bottleneck and advice from the numbers (exposed for tests).
 void diagnose(PipelineStats& stats, int available_cores);
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -8,7 +8,7 @@
 
 #include "kiln/core/tensor.h"
 
-namespace kiln::dataset {
+namespace kiln::data {
 
 // A small, fast generator seeded per row (from the pipeline seed, the stage and the row's position
 // in the stream), so random transforms give the same result whatever thread runs them.
@@ -77,4 +77,4 @@ class Op {
   std::shared_ptr<const TensorTransform> impl_;
 };
 
-}  // namespace kiln::dataset
+}  // namespace kiln::data

@@ -2,7 +2,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::dataset::transforms {
+namespace kiln::data::transforms {
 
 Compose::Compose(std::vector<Op> ops) : ops_(std::move(ops)) {
   if (ops_.empty()) throw Error("Compose: ops is empty");
@@ -70,4 +70,4 @@ Tensor TypeCast::apply_one(const Tensor& input, RowRng&) const {
 Lambda::Lambda(std::string name, std::function<Tensor(const Tensor&)> fn)
     : name_(std::move(name)), fn_([f = std::move(fn)](const Tensor& t, RowRng&) { return f(t); }) {}
 
-}  // namespace kiln::dataset::transforms
+}  // namespace kiln::data::transforms

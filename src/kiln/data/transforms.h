@@ -8,7 +8,7 @@
 
 #include "kiln/data/transform.h"
 
-namespace kiln::dataset::transforms {
+namespace kiln::data::transforms {
 
 // Applies `ops` in order, as one operation.
 class Compose : public TensorTransform {
@@ -59,4 +59,4 @@ class Lambda : public TensorTransform {
   Fn fn_;
 };
 
-}  // namespace kiln::dataset::transforms
+}  // namespace kiln::data::transforms

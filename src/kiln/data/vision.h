@@ -10,7 +10,7 @@
 #include "kiln/data/transform.h"
 #include "kiln/data/transforms.h"
 
-namespace kiln::dataset::vision {
+namespace kiln::data::vision {
 
 enum class Inter { bilinear, nearest };
 
@@ -156,4 +156,4 @@ Tensor decode_image(const uint8_t* data, size_t size, bool rgb);
 std::vector<uint8_t> encode_png(const Tensor& image);  // u8 [H, W] or [H, W, 1|3|4]
 std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality = 90);  // u8 [H, W(, 1|3)]
 
-}  // namespace kiln::dataset::vision
+}  // namespace kiln::data::vision

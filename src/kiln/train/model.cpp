@@ -156,7 +156,7 @@ float Model::train_step(const Tensor& data, const Tensor& label) {
   return get_context().mode == GRAPH_MODE ? graph_step(data, label) : eager_step(data, label);
 }
 
-void Model::train(int64_t epochs, const dataset::Dataset& train_dataset,
+void Model::train(int64_t epochs, const data::Dataset& train_dataset,
                   const std::vector<CallbackPtr>& callbacks, const TrainOptions& options) {
   check_trainable();
   if (epochs <= 0) throw Error("Model.train: epochs must be > 0, got " + std::to_string(epochs));
@@ -189,7 +189,7 @@ void Model::train(int64_t epochs, const dataset::Dataset& train_dataset,
   };
 
   const bool replay = options.replay_skipped_epochs;
-  dataset::TupleIterator it = train_dataset.create_tuple_iterator(
+  data::TupleIterator it = train_dataset.create_tuple_iterator(
       {.num_epochs = replay ? epochs : epochs - options.initial_epoch});
   std::vector<Tensor> row;
   for (int64_t e = 0; replay && e < options.initial_epoch; ++e) {
@@ -238,7 +238,7 @@ void Model::train(int64_t epochs, const dataset::Dataset& train_dataset,
   for_each_callback(&Callback::on_train_end);
 }
 
-std::map<std::string, double> Model::eval(const dataset::Dataset& dataset,
+std::map<std::string, double> Model::eval(const data::Dataset& dataset,
                                           const std::vector<std::string>& metrics) {
   std::vector<std::string> names = metrics;
   if (names.empty()) names = options_.metrics;
@@ -255,7 +255,7 @@ std::map<std::string, double> Model::eval(const dataset::Dataset& dataset,
   // In graph mode, once a training step is compiled, evaluation runs compiled forwards in the
   // step's arena (no eager allocations next to the plan).
   const bool graph = get_context().mode == GRAPH_MODE && compiled_;
-  dataset::TupleIterator it = dataset.create_tuple_iterator({.num_epochs = 1});
+  data::TupleIterator it = dataset.create_tuple_iterator({.num_epochs = 1});
   std::vector<Tensor> row;
   while (it.next(row)) {
     check_row(row, "eval");

@@ -62,14 +62,14 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // Trains until `epochs` epochs are done. Rows of the dataset are (data, label).
-  void train(int64_t epochs, const dataset::Dataset& train_dataset,
+  void train(int64_t epochs, const data::Dataset& train_dataset,
              const std::vector<CallbackPtr>& callbacks = {}, const TrainOptions& options = {});
   // One training step on a batch; returns the loss.
   float train_step(const Tensor& data, const Tensor& label);
 
   // Runs the network in evaluation mode over one epoch of the dataset; metric names default to
   // ModelOptions::metrics (or {"accuracy", "loss"} when none were given).
-  std::map<std::string, double> eval(const dataset::Dataset& dataset,
+  std::map<std::string, double> eval(const data::Dataset& dataset,
                                      const std::vector<std::string>& metrics = {});
   // The network's output in evaluation mode, without gradients.
   Tensor predict(const Tensor& data);

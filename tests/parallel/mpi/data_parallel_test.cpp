@@ -157,12 +157,12 @@ TEST(DataParallel, ShardsCoverTheDataOnceAcrossRanks) {
   const int64_t rows = 50 * comm::size();
   std::vector<int32_t> ids(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) ids[size_t(i)] = int32_t(i);
-  dataset::Dataset ds = dataset::NumpySlicesDataset({Tensor::from_vector(ids, Shape{rows})}, {"id"},
+  data::Dataset ds = data::NumpySlicesDataset({Tensor::from_vector(ids, Shape{rows})}, {"id"},
                                                     {.shuffle = true});
   EXPECT_EQ(ds.get_dataset_size(), rows / comm::size());
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::vector<int32_t> mine;
-    dataset::TupleIterator it = ds.create_tuple_iterator({.num_epochs = 1});
+    data::TupleIterator it = ds.create_tuple_iterator({.num_epochs = 1});
     std::vector<Tensor> row;
     while (it.next(row)) mine.push_back(row[0].to_vector<int32_t>()[0]);
     ASSERT_EQ(int64_t(mine.size()), rows / comm::size());
@@ -182,7 +182,7 @@ TEST(DataParallel, EvalAddsUpEveryRanksShard) {
   train::Model model(net, loss, nullptr, {.metrics = {"accuracy"}});
   auto [x, y] = global_batch(64 * comm::size(), 99);
   auto make = [&] {
-    return dataset::NumpySlicesDataset({x, y}, {"data", "label"}, {.shuffle = false}).batch(16);
+    return data::NumpySlicesDataset({x, y}, {"data", "label"}, {.shuffle = false}).batch(16);
   };
   const double single = model.eval(make())["accuracy"];
   set_auto_parallel_context({.parallel_mode = ParallelMode::DATA_PARALLEL,
@@ -228,8 +228,8 @@ TEST(DataParallel, OnlyRankZeroWritesCheckpoints) {
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.05));
   train::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt);
   auto [x, y] = shard(global_batch(32 * comm::size(), 0), comm::rank(), comm::size());
-  dataset::Dataset ds =
-      dataset::NumpySlicesDataset({x, y}, {"data", "label"}, {.shuffle = false}).batch(32);
+  data::Dataset ds =
+      data::NumpySlicesDataset({x, y}, {"data", "label"}, {.shuffle = false}).batch(32);
   auto ckpt = std::make_shared<train::ModelCheckpoint>("mlp", dir);
   model.train(1, ds, {ckpt});
   const bool wrote = std::filesystem::exists(dir) && !std::filesystem::is_empty(dir);

@@ -11,7 +11,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::dataset::vision {
+namespace kiln::data::vision {
 namespace {
 
 struct JpegError {
@@ -213,4 +213,4 @@ std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality) {
   return out;
 }
 
-}  // namespace kiln::dataset::vision
+}  // namespace kiln::data::vision

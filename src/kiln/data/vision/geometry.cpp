@@ -6,7 +6,7 @@
 #include "kiln/data/vision.h"
 #include "kiln/data/vision/image.h"
 
-namespace kiln::dataset::vision {
+namespace kiln::data::vision {
 
 using detail::dispatch_pixel;
 using detail::image_dims;
@@ -405,4 +405,4 @@ Tensor RandomRotation::apply_one(const Tensor& input, RowRng& rng) const {
   return out;
 }
 
-}  // namespace kiln::dataset::vision
+}  // namespace kiln::data::vision

@@ -6,7 +6,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/data/transform.h"
 
-namespace kiln::dataset::vision::detail {
+namespace kiln::data::vision::detail {
 
 struct ImageDims {
   int64_t h, w, c;
@@ -64,4 +64,4 @@ inline T fill_as(double v) {
 void resize_window(const Tensor& src, int64_t y0, int64_t x0, int64_t wh, int64_t ww, Tensor& dst,
                    int64_t oh, int64_t ow, bool bilinear);
 
-}  // namespace kiln::dataset::vision::detail
+}  // namespace kiln::data::vision::detail

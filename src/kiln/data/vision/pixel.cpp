@@ -4,7 +4,7 @@
 #include "kiln/data/vision.h"
 #include "kiln/data/vision/image.h"
 
-namespace kiln::dataset::vision {
+namespace kiln::data::vision {
 
 Tensor Decode::apply_one(const Tensor& input, RowRng&) const {
   if (!input.defined() || input.dtype() != DType::u8 || input.rank() != 1) {
@@ -141,4 +141,4 @@ Tensor HWC2CHW::apply_one(const Tensor& input, RowRng& rng) const {
   return out;
 }
 
-}  // namespace kiln::dataset::vision
+}  // namespace kiln::data::vision
