@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev clang-format
   dataset-fashion-mnist
   python3-torch python3-numpy python3-pil
+  pybind11-dev python3-pytest  # the Python module kiln (python/) and its tests
   libopenblas0-pthread  # PyTorch's BLAS for the side-by-side benchmarks (the peer's best configuration)
   graphviz
 )

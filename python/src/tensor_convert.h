@@ -1,0 +1,26 @@
+#pragma once
+// Tensors across the Python boundary (python/CONTRACT.md, seam 2).
+//
+// to_numpy: a numpy array viewing the tensor's memory (no copy; the array keeps the tensor's
+// storage alive). bf16 has no numpy dtype, so a bf16 tensor comes back as a float32 copy.
+//
+// from_numpy: a Tensor viewing the array's memory when `copy` is false and the layout allows it
+// (C-contiguous, aligned, writeable, a dtype Kiln has); the tensor keeps the array alive, and the
+// array is released under the GIL. Otherwise a contiguous copy: float64 becomes f32 (Kiln has no
+// f64), other numpy dtypes Kiln lacks are refused with an error naming them.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::python {
+
+pybind11::array to_numpy(const Tensor& tensor);
+Tensor from_numpy(pybind11::array array, bool copy);
+
+// The numpy dtype of a Kiln dtype (bf16: float32, the dtype to_numpy gives it), and back
+// (throws kiln::Error naming a numpy dtype Kiln lacks).
+pybind11::dtype numpy_dtype(DType dtype);
+DType kiln_dtype(const pybind11::dtype& dtype);
+
+}  // namespace kiln::python
