@@ -1,0 +1,76 @@
+"""Process settings with MindSpore's names: ``from kiln import context``.
+
+``context.set_context(mode=context.GRAPH_MODE, device_target="CPU", enable_graph_kernel=True)``
+and ``context.set_auto_parallel_context(parallel_mode=context.ParallelMode.DATA_PARALLEL, ...)``.
+"""
+from . import _kiln
+
+GRAPH_MODE = _kiln.GRAPH_MODE
+PYNATIVE_MODE = _kiln.PYNATIVE_MODE
+
+_CONTEXT_KEYS = {"mode", "device_target", "enable_graph_kernel", "save_graphs_path",
+                 "micro_batches"}
+# Keys MindSpore scripts commonly pass that have no effect on a CPU: accepted so the script runs.
+_CONTEXT_KEYS_WITHOUT_EFFECT = {"device_id", "save_graphs", "max_call_depth", "graph_kernel_flags",
+                                "max_device_memory", "enable_reduce_precision"}
+
+
+def set_context(**kwargs):
+    """Sets the execution mode and its options; unknown keys raise a TypeError naming them."""
+    context = _kiln.get_context()
+    updated = _kiln.Context()
+    for key in _CONTEXT_KEYS:
+        setattr(updated, key, getattr(context, key))
+    for key, value in kwargs.items():
+        if key in _CONTEXT_KEYS:
+            setattr(updated, key, value)
+        elif key not in _CONTEXT_KEYS_WITHOUT_EFFECT:
+            raise TypeError(f"set_context: unknown key {key!r}; Kiln knows "
+                            f"{sorted(_CONTEXT_KEYS | _CONTEXT_KEYS_WITHOUT_EFFECT)}")
+    _kiln.set_context(updated)
+
+
+def get_context(key):
+    """The current value of one set_context key."""
+    if key not in _CONTEXT_KEYS:
+        raise ValueError(f"get_context: unknown key {key!r}; Kiln knows {sorted(_CONTEXT_KEYS)}")
+    return getattr(_kiln.get_context(), key)
+
+
+class ParallelMode:
+    """MindSpore's parallel-mode names (strings, as MindSpore's are)."""
+    STAND_ALONE = "stand_alone"
+    DATA_PARALLEL = "data_parallel"
+    SEMI_AUTO_PARALLEL = "semi_auto_parallel"
+    AUTO_PARALLEL = "auto_parallel"
+
+
+_PARALLEL_KEYS = {"parallel_mode", "gradients_mean", "device_num", "global_rank", "bucket_cap_mb",
+                  "first_bucket_cap_mb", "dataset_shard_by_rank"}
+# Only meaningful with AUTO_PARALLEL, which the engine refuses with its own message.
+_PARALLEL_KEYS_WITHOUT_EFFECT = {"search_mode"}
+
+
+def set_auto_parallel_context(**kwargs):
+    """How training splits over ranks; AUTO/SEMI_AUTO_PARALLEL raise (Kiln has data parallelism)."""
+    current = _kiln.get_auto_parallel_context()
+    updated = _kiln.AutoParallelContext()
+    for key in _PARALLEL_KEYS:
+        setattr(updated, key, getattr(current, key))
+    for key, value in kwargs.items():
+        if key in _PARALLEL_KEYS:
+            setattr(updated, key, value)
+        elif key not in _PARALLEL_KEYS_WITHOUT_EFFECT:
+            raise TypeError(f"set_auto_parallel_context: unknown key {key!r}; Kiln knows "
+                            f"{sorted(_PARALLEL_KEYS | _PARALLEL_KEYS_WITHOUT_EFFECT)}")
+    _kiln.set_auto_parallel_context(updated)
+
+
+def get_auto_parallel_context(key):
+    if key not in _PARALLEL_KEYS:
+        raise ValueError(f"get_auto_parallel_context: unknown key {key!r}")
+    return getattr(_kiln.get_auto_parallel_context(), key)
+
+
+def reset_auto_parallel_context():
+    _kiln.reset_auto_parallel_context()

@@ -1,0 +1,121 @@
+"""Model: MindSpore's high-level training API over the engine's train::Model.
+
+``Model(net, loss_fn=loss, optimizer=opt, metrics={"accuracy"}, amp_level="O2")`` then
+``model.train(epoch, train_dataset, callbacks=[...], dataset_sink_mode=True)``. The loops run in
+C++ with the GIL released; in GRAPH_MODE a Python-defined network's construct is traced once
+per input shape and the compiled step runs with no Python after that.
+"""
+from .. import _kiln
+from ..amp import LossScaleManager
+from ..common.tensor import Tensor
+from ..nn.metrics import Metric
+
+
+def _native_dataset(dataset, method):
+    native = getattr(dataset, "_native", None)
+    if native is None:
+        raise TypeError(f"Model.{method}: {type(dataset).__name__} is not a Kiln data set; "
+                        "build it with kiln.dataset (GeneratorDataset, MnistDataset, ...), whose "
+                        "pipeline runs in the engine")
+    return native
+
+
+def _metric_names(metrics):
+    """{user's name: engine's name} from a set/list of names or a dict of name -> metric."""
+    if not metrics:
+        return {}
+    if isinstance(metrics, dict):
+        pairs = metrics.items()
+    else:
+        pairs = ((m, m) for m in metrics)
+    names = {}
+    for user_name, metric in pairs:
+        if isinstance(metric, Metric) or (isinstance(metric, type) and issubclass(metric, Metric)):
+            metric = metric._kiln_name
+        names[str(user_name)] = {"acc": "accuracy"}.get(metric, metric)
+    return names
+
+
+class Model:
+    def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,
+                 eval_indexes=None, amp_level="O0", boost_level="O0", keep_batchnorm_fp32=True,
+                 loss_scale_manager=None, amp_dtype="bf16"):
+        if eval_network is not None or eval_indexes is not None:
+            raise ValueError("Model: eval_network/eval_indexes are not available; Kiln evaluates "
+                             "the network with loss_fn")
+        if boost_level != "O0":
+            raise ValueError(f"Model: boost_level {boost_level!r} is not available (only 'O0')")
+        if loss_scale_manager is not None and not isinstance(loss_scale_manager, LossScaleManager):
+            raise TypeError("Model: loss_scale_manager must be a kiln.amp.FixedLossScaleManager or "
+                            "DynamicLossScaleManager")
+        self._network = network
+        self._loss_fn = loss_fn
+        self._optimizer = optimizer
+        self._metrics = _metric_names(metrics)
+        self._native = None
+        if loss_fn is not None and optimizer is not None:
+            self._native = _kiln.train.Model(
+                network, loss_fn, optimizer, sorted(set(self._metrics.values())), amp_level,
+                keep_batchnorm_fp32, amp_dtype,
+                loss_scale_manager._spec() if loss_scale_manager is not None else "")
+
+    def _require_native(self, method):
+        if self._native is None:
+            raise ValueError(f"Model.{method}: needs loss_fn and optimizer "
+                             "(Model(net, loss_fn=..., optimizer=...))")
+        return self._native
+
+    @property
+    def train_network(self):
+        return self._network
+
+    @property
+    def predict_network(self):
+        return self._network
+
+    def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1,
+              initial_epoch=0):
+        """Trains to ``epoch`` epochs. In sink mode callbacks' step hooks fire once per sink."""
+        native = self._require_native("train")
+        if callbacks is None:
+            callbacks = []
+        elif not isinstance(callbacks, (list, tuple)):
+            callbacks = [callbacks]
+        native.train(epoch, _native_dataset(train_dataset, "train"), list(callbacks),
+                     dataset_sink_mode, sink_size, initial_epoch)
+
+    def train_step(self, data, label):
+        """One training step on one batch; returns the loss as a float."""
+        return self._require_native("train_step").train_step(data, label)
+
+    def eval(self, valid_dataset, callbacks=None, dataset_sink_mode=False):
+        """{metric name: value} over one epoch of ``valid_dataset``."""
+        native = self._require_native("eval")
+        wanted = self._metrics or {"accuracy": "accuracy", "loss": "loss"}
+        values = native.eval(_native_dataset(valid_dataset, "eval"),
+                             sorted(set(wanted.values())))
+        return {user: values[engine] for user, engine in wanted.items()}
+
+    def predict(self, *predict_data):
+        """The network's output in evaluation mode, without gradients."""
+        if len(predict_data) != 1:
+            raise ValueError(f"Model.predict: takes one input tensor, got {len(predict_data)}")
+        data = predict_data[0]
+        if not isinstance(data, Tensor):
+            data = Tensor(data)
+        if self._native is not None:
+            return self._native.predict(data)
+        was_training = self._network.training
+        self._network.set_train(False)
+        try:
+            return self._network(data)
+        finally:
+            self._network.set_train(was_training)
+
+    @property
+    def global_step(self):
+        return self._require_native("global_step").global_step
+
+    @property
+    def skipped_steps(self):
+        return self._require_native("skipped_steps").skipped_steps

@@ -1,0 +1,49 @@
+"""set_context, the context alias module, auto-parallel settings and communication."""
+import pytest
+
+import kiln
+from kiln import context
+from kiln.communication import get_group_size, get_rank, init
+
+
+def test_set_context_as_the_guide_writes_it():  # guide §1
+    context.set_context(mode=context.GRAPH_MODE, device_target="CPU", enable_graph_kernel=True)
+    assert context.get_context("mode") == context.GRAPH_MODE == kiln.GRAPH_MODE
+    assert context.get_context("enable_graph_kernel") is True
+    kiln.set_context(mode=kiln.PYNATIVE_MODE)  # other keys keep their values
+    assert kiln.get_context("mode") == context.PYNATIVE_MODE
+    assert kiln.get_context("enable_graph_kernel") is True
+
+
+def test_set_context_refuses_other_devices_and_unknown_keys():
+    with pytest.raises(RuntimeError, match="Ascend"):
+        context.set_context(device_target="Ascend")
+    with pytest.raises(TypeError, match="'enable_graph_kernels'"):
+        context.set_context(enable_graph_kernels=True)
+    with pytest.raises(RuntimeError, match="mode 7"):
+        context.set_context(mode=7)
+
+
+def test_communication_alone_is_a_job_of_one():  # guide §4.2
+    init()
+    assert get_rank() == 0
+    assert get_group_size() == 1
+
+
+def test_auto_parallel_context_data_parallel():  # guide §4.2, as far as the engine has it
+    rank_size = get_group_size()
+    context.set_auto_parallel_context(parallel_mode=context.ParallelMode.DATA_PARALLEL,
+                                      gradients_mean=True, device_num=rank_size)
+    assert context.get_auto_parallel_context("parallel_mode") == "data_parallel"
+    assert context.get_auto_parallel_context("gradients_mean") is True
+    context.reset_auto_parallel_context()
+    assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"
+
+
+@pytest.mark.parametrize("mode", [context.ParallelMode.AUTO_PARALLEL,
+                                  context.ParallelMode.SEMI_AUTO_PARALLEL])
+def test_auto_parallel_modes_are_refused_with_the_reason(mode):
+    with pytest.raises(RuntimeError, match="stand_alone and data_parallel"):
+        context.set_auto_parallel_context(parallel_mode=mode, search_mode="dynamic_programming",
+                                          gradients_mean=True, device_num=1)
+    assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"
