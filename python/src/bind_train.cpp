@@ -42,6 +42,17 @@ class PythonCallback : public train::Callback {
   }
 };
 
+// Ctrl-C while the engine trains with the GIL released: Python only notes the signal, so after
+// each step (each sink in sink mode) this checks for it under the GIL and ends training with
+// the KeyboardInterrupt, unwinding the engine's loop (and its pipeline threads) on the way.
+class InterruptCheck : public train::Callback {
+ public:
+  void on_train_step_end(train::RunContext&) override {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+};
+
 std::vector<nn::NamedTensor> named_tensors_from(const py::object& value) {
   std::vector<nn::NamedTensor> out;
   if (py::isinstance<py::dict>(value)) {
@@ -155,8 +166,10 @@ void bind_train(py::module_& m) {
           [](train::Model& model, int64_t epochs, const data::Dataset& dataset,
              const std::vector<train::CallbackPtr>& callbacks, bool dataset_sink_mode,
              int64_t sink_size, int64_t initial_epoch) {
+            std::vector<train::CallbackPtr> with_interrupt = callbacks;
+            with_interrupt.push_back(std::make_shared<InterruptCheck>());
             py::gil_scoped_release release;
-            model.train(epochs, dataset, callbacks,
+            model.train(epochs, dataset, with_interrupt,
                         {.dataset_sink_mode = dataset_sink_mode,
                          .sink_size = sink_size,
                          .initial_epoch = initial_epoch});
