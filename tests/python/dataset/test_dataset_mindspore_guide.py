@@ -95,3 +95,17 @@ def test_generator_function_source_and_python_map():
     assert [r[0].tolist() for r in rows] == [[2 * i, 2 * i + 2] for i in range(5)]
     assert rows[0][0].dtype == np.float32  # Kiln has no float64 tensors
     assert [int(r[1]) for r in rows] == list(range(5))
+
+
+def test_shuffle_repeat_skip_take_rename_project():
+    base = ds.NumpySlicesDataset({"a": np.arange(10, dtype=np.int32),
+                                  "b": np.arange(10, dtype=np.int64) * 2}, shuffle=False)
+    dataset = base.shuffle(buffer_size=10).repeat(2)
+    assert dataset.get_dataset_size() == 20
+    values = [int(a) for a, _ in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    assert sorted(values) == sorted(list(range(10)) * 2) and values[:10] != list(range(10))
+    renamed = base.skip(2).take(3).rename("b", "double").project(["double"])
+    assert renamed.get_col_names() == ["double"]
+    rows = [int(r["double"]) for r in renamed.create_dict_iterator(num_epochs=1,
+                                                                     output_numpy=True)]
+    assert rows == [4, 6, 8]
