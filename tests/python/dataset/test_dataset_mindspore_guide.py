@@ -105,6 +105,9 @@ def test_shuffle_repeat_skip_take_rename_project():
     values = [int(a) for a, _ in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True)]
     assert sorted(values) == sorted(list(range(10)) * 2) and values[:10] != list(range(10))
     renamed = base.skip(2).take(3).rename("b", "double").project(["double"])
+    for d in (base, dataset, renamed):  # what kiln.Model.train runs
+        assert type(d._native).__module__.startswith("kiln._kiln")
+        assert type(d._native).__name__ == "Dataset"
     assert renamed.get_col_names() == ["double"]
     rows = [int(r["double"]) for r in renamed.create_dict_iterator(num_epochs=1,
                                                                      output_numpy=True)]
