@@ -2,9 +2,12 @@
 
 namespace kiln::python {
 
-// The data pipeline's bindings land here (python/CONTRACT.md, seam 1).
 void bind_dataset(pybind11::module_& m) {
-  m.def_submodule("dataset");
+  auto dataset = m.def_submodule("dataset", "Kiln's data pipeline (kiln.dataset's native half)");
+  bind_pipeline(dataset);
+  bind_transforms(dataset);
+  bind_sources(dataset);
+  bind_record_writer(dataset);
 }
 
 }  // namespace kiln::python

@@ -6,8 +6,10 @@
 // finish them in. A producer holding sequence `s` waits only while `s` is `capacity` or more ahead
 // of the consumer, which bounds memory and cannot deadlock: the producer holding the consumer's
 // next block never waits.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -45,16 +47,28 @@ class BlockQueue {
   }
 
   // Takes the next block in sequence order. False at the end of the stream or on abort.
-  bool pop(Block& out, int64_t* seq = nullptr) {
+  // `on_wait`, when set, is called every `poll` while waiting (without the lock); an exception
+  // from it leaves the queue as it was and propagates.
+  bool pop(Block& out, int64_t* seq = nullptr, const std::function<void()>& on_wait = {},
+           std::chrono::milliseconds poll = std::chrono::milliseconds(100)) {
     std::unique_lock<std::mutex> lock(mu_);
     const int64_t cap = int64_t(slots_.size());
     auto ready = [&] {
       return aborted_ || head_ >= end_ || slots_[size_t(head_ % cap)].has_value();
     };
-    if (!ready()) {
+    while (!ready()) {
       ++pop_waiters_;
-      not_empty_.wait(lock, ready);
-      --pop_waiters_;
+      if (on_wait) {
+        bool woke = not_empty_.wait_for(lock, poll, ready);
+        --pop_waiters_;
+        if (woke) break;
+        lock.unlock();
+        on_wait();
+        lock.lock();
+      } else {
+        not_empty_.wait(lock, ready);
+        --pop_waiters_;
+      }
     }
     if (aborted_ || head_ >= end_) return false;
     auto& slot = slots_[size_t(head_ % cap)];

@@ -75,6 +75,10 @@ std::unique_ptr<SourceReader> Source::make_reader() const {
   throw Error(name() + " is not a random-access source");
 }
 
+void SourceReader::read_many(const std::vector<int64_t>& indices, std::vector<Row>& rows) {
+  for (size_t k = 0; k < indices.size(); ++k) read(indices[k], rows[k].columns);
+}
+
 std::unique_ptr<SequentialReader> Source::make_sequential_reader() const {
   struct ByIndex : SequentialReader {
     std::unique_ptr<SourceReader> reader;

@@ -52,6 +52,9 @@ struct IteratorOptions {
   std::vector<std::string> columns = {};  // empty: all, in order
   int64_t num_epochs = -1;                // -1: as many as the consumer asks for
   bool print_summary = false;             // print the stage summary to stderr at each epoch's end
+  // Called about every 100 ms while next() waits for a row; an exception it throws leaves next()
+  // (the iterator stays usable). A binding checks for Ctrl-C here.
+  std::function<void()> on_wait = {};
 };
 
 class TupleIterator;

@@ -31,6 +31,7 @@ TupleIterator Dataset::create_tuple_iterator(IteratorOptions options) const {
   }
   auto p = std::make_shared<detail::Pipeline>(node_, options.num_epochs, config::get_seed());
   p->print_summary = options.print_summary;
+  p->on_wait = std::move(options.on_wait);
   return TupleIterator(std::move(p), std::move(map), std::move(names));
 }
 

@@ -161,7 +161,7 @@ bool Pipeline::next(Row& row) {
     block_.rows.clear();
     pos_ = 0;
     int64_t t0 = now_ns();
-    bool ok = root_->out.pop(block_);
+    bool ok = root_->out.pop(block_, nullptr, on_wait);
     consumer_wait_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
     if (!ok) {
       if (failed()) throw_error();

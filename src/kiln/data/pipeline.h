@@ -108,6 +108,7 @@ class Pipeline {
   PipelineStats stats() const;
   int64_t epochs_done() const { return epochs_done_.load(std::memory_order_relaxed); }
   bool print_summary = false;
+  std::function<void()> on_wait;  // IteratorOptions::on_wait
 
   // For stages.
   void spawn(Stage& stage, std::function<void()> body);

@@ -49,6 +49,12 @@ class SourceReader {
   // `columns` arrives empty. Throw kiln::Error/FileError on a bad row; the engine adds the stage
   // name and describe(index) to the message, stops the pipeline and rethrows at the consumer.
   virtual void read(int64_t index, std::vector<Tensor>& columns) = 0;
+  // True when read_many() is cheaper than one read() per row (one call into an interpreter, one
+  // round trip to a worker process); the engine then reads each block of rows at once.
+  virtual bool reads_many() const { return false; }
+  // Fills rows[k].columns (each arrives empty) with row indices[k]. Throw as read() does, naming
+  // the row that failed in the message (the engine names the block's rows).
+  virtual void read_many(const std::vector<int64_t>& indices, std::vector<Row>& rows);
 };
 
 // Reads an iterable source front to back. The engine makes one per epoch, in one thread.

@@ -96,6 +96,23 @@ class RandomAccessSourceStage : public Stage {
     return true;
   }
 
+  void read_block(SourceReader& reader, const Task& t, Block& b) {
+    std::vector<int64_t> indices(t.order->begin() + t.begin, t.order->begin() + t.end);
+    for (size_t k = 0; k < indices.size(); ++k) {
+      b.rows[k].source = &src_;
+      b.rows[k].index = indices[k];
+    }
+    try {
+      reader.read_many(indices, b.rows);
+    } catch (const std::exception& e) {
+      throw Error(kiln::detail::concat(name, ": failed to read ", indices.size(), " rows from ",
+                                       src_.describe(indices.front()), ": ", e.what()));
+    }
+    for (size_t k = 0; k < indices.size(); ++k) {
+      check_columns(src_, b.rows[k].columns, indices[k], num_columns_);
+    }
+  }
+
   void work(Pipeline& p) {
     std::unique_ptr<SourceReader> reader;
     try {
@@ -110,17 +127,21 @@ class RandomAccessSourceStage : public Stage {
       b.first_row = t.first_row;
       b.epoch_end = t.epoch_end;
       b.rows.resize(size_t(t.end - t.begin));
-      for (int64_t i = t.begin; i < t.end; ++i) {
-        int64_t index = (*t.order)[size_t(i)];
-        Row& r = b.rows[size_t(i - t.begin)];
-        r.source = &src_;
-        r.index = index;
-        try {
-          reader->read(index, r.columns);
-        } catch (const std::exception& e) {
-          throw Error(name + ": failed to read " + src_.describe(index) + ": " + e.what());
+      if (t.end > t.begin && reader->reads_many()) {
+        read_block(*reader, t, b);
+      } else {
+        for (int64_t i = t.begin; i < t.end; ++i) {
+          int64_t index = (*t.order)[size_t(i)];
+          Row& r = b.rows[size_t(i - t.begin)];
+          r.source = &src_;
+          r.index = index;
+          try {
+            reader->read(index, r.columns);
+          } catch (const std::exception& e) {
+            throw Error(name + ": failed to read " + src_.describe(index) + ": " + e.what());
+          }
+          check_columns(src_, r.columns, index, num_columns_);
         }
-        check_columns(src_, r.columns, index, num_columns_);
       }
       if (!push(clock, t.seq, std::move(b))) return;
     }
