@@ -11,6 +11,13 @@ from ..common.tensor import Tensor
 from ..nn.metrics import Metric
 
 
+def _release_workers(dataset):
+    """Stops the worker processes of a data set's python_multiprocessing map functions."""
+    release = getattr(dataset, "_release_workers", None)
+    if release is not None:
+        release()
+
+
 def _native_dataset(dataset, method):
     native = getattr(dataset, "_native", None)
     if native is None:
@@ -81,8 +88,11 @@ class Model:
             callbacks = []
         elif not isinstance(callbacks, (list, tuple)):
             callbacks = [callbacks]
-        native.train(epoch, _native_dataset(train_dataset, "train"), list(callbacks),
-                     dataset_sink_mode, sink_size, initial_epoch)
+        try:
+            native.train(epoch, _native_dataset(train_dataset, "train"), list(callbacks),
+                         dataset_sink_mode, sink_size, initial_epoch)
+        finally:
+            _release_workers(train_dataset)
 
     def train_step(self, data, label):
         """One training step on one batch; returns the loss as a float."""
@@ -92,8 +102,11 @@ class Model:
         """{metric name: value} over one epoch of ``valid_dataset``."""
         native = self._require_native("eval")
         wanted = self._metrics or {"accuracy": "accuracy", "loss": "loss"}
-        values = native.eval(_native_dataset(valid_dataset, "eval"),
-                             sorted(set(wanted.values())))
+        try:
+            values = native.eval(_native_dataset(valid_dataset, "eval"),
+                                 sorted(set(wanted.values())))
+        finally:
+            _release_workers(valid_dataset)
         return {user: values[engine] for user, engine in wanted.items()}
 
     def predict(self, *predict_data):

@@ -1,0 +1,1 @@
+from kiln.dataset.mindrecord import FileWriter  # noqa: F401  (MindSpore: mindspore.mindrecord.FileWriter)
