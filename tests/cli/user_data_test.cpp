@@ -164,7 +164,7 @@ TEST_F(UserData, BadSpecsAreOneLineErrorsWithStatus2) {
   };
   for (const Case& c : cases) {
     const bool training = c.args.rfind("train", 0) == 0;
-    Result r = run(c.args + (training ? " --steps 1" : ""));
+    Result r = run(c.args + (training ? " --steps 1 --batch-size 6" : ""));
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     EXPECT_EQ(r.output.rfind("kiln: error: ", 0), 0u) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;

@@ -239,10 +239,6 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                 std::to_string(info.num_classes));
   }
   data::Dataset test_ds = eval_data.batches;
-  out << "data: " << request.spec << ": " << info.num_classes << " classes, " << info.channels
-      << "x" << info.height << "x" << info.width << " images; evaluation on "
-      << (eval_on_training_data ? "the training data (no --val)" : eval_request.spec) << "\n";
-
   if (job.data_parallel) {
     out << "data parallel: " << job.ranks << " ranks, " << num_threads()
         << " kernel thread(s) each; every rank reads its shard (1/" << job.ranks
@@ -251,7 +247,10 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
         << " MiB\n";
   }
   const int64_t steps_per_epoch = train_ds.get_dataset_size();
-  if (steps_per_epoch <= 0) throw Error("kiln train: the training set has no full batch");
+  if (steps_per_epoch <= 0) {
+    throw Error("kiln train: --data " + request.spec + " holds fewer rows than one batch of " +
+                "--batch-size " + std::to_string(c.batch_size));
+  }
   // The schedule spans all --epochs; --steps only stops early, so a run cut short by --steps
   // and resumed later follows the same learning-rate curve.
   const int64_t epochs = c.epochs;
@@ -261,6 +260,9 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                                       .in_channels = info.channels,
                                       .image_height = info.height,
                                       .image_width = info.width});
+  out << "data: " << request.spec << ": " << info.num_classes << " classes, " << info.channels
+      << "x" << info.height << "x" << info.width << " images; evaluation on "
+      << (eval_on_training_data ? "the training data (no --val)" : eval_request.spec) << "\n";
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
   auto optimizer = make_optimizer(c, net->trainable_params(), total_steps);
   train::Model model(net, loss, optimizer,
