@@ -386,6 +386,7 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   auto config_file = std::make_shared<std::string>();
   auto graph_kernel = std::make_shared<std::string>("off");
   auto keep_bn = std::make_shared<std::string>("on");
+  auto compile_log = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
   cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
       ->check(CLI::IsMember({"lenet", "resnet20", "mlp"}));
@@ -458,12 +459,14 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--dump-graph", c->dump_graph,
                   "Graph mode: write each compiled graph's IR before and after the passes there "
                   "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");
-  cmd->add_flag("!--no-compile-log", c->compile_log,
-                "Graph mode: no stderr line per compiled graph");
-  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, action] {
+  cmd->add_option("--compile-log", *compile_log,
+                  "on | off: graph mode's stderr line per compiled graph (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, compile_log, action] {
     if (!config_file->empty()) apply_yaml_config(*cmd, *config_file, "kiln train");
     c->graph_kernel = *graph_kernel == "on";
     c->keep_batchnorm_fp32 = *keep_bn == "on";
+    c->compile_log = *compile_log == "on";
     action(*c);
   });
 }
