@@ -65,6 +65,16 @@ TEST(SoftmaxCrossEntropyWithLogits, BadInputsAreNamed) {
   EXPECT_THROW(SoftmaxCrossEntropyWithLogits(true, "average"), Error);
 }
 
+TEST(SoftmaxCrossEntropyWithLogits, ClassIdsWithDenseLossNameTheFix) {
+  try {
+    SoftmaxCrossEntropyWithLogits()(logits(), Tensor::from_vector(std::vector<int32_t>{2, 0}, {2}));
+    FAIL() << "class ids accepted by a dense loss";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("sparse=true"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("i32[2]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MSELoss, ReductionsAndGradient) {
   autograd::install_tape();
   Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 0, 4}, {2, 2});

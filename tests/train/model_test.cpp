@@ -266,3 +266,35 @@ TEST(Model, BadArgumentsAreNamed) {
 
 }  // namespace
 }  // namespace kiln::train
+
+namespace kiln::train {
+namespace {
+
+// Holds a layer without registering it: nothing to train, which must be said, not run.
+class UnregisteredChild : public nn::Cell {
+ public:
+  UnregisteredChild() : Cell("UnregisteredChild"), dense_(std::make_shared<nn::Dense>(4, 2)) {}
+  Tensor construct(const Tensor& x) override { return dense_->construct(x); }
+
+ private:
+  std::shared_ptr<nn::Dense> dense_;
+};
+
+TEST(Model, ANetworkWithNothingToTrainIsALoudError) {
+  auto net = std::make_shared<UnregisteredChild>();
+  // A plain number is a learning rate.
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01);
+  try {
+    Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt);
+    FAIL() << "a network without parameters was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("register_cell"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("UnregisteredChild"), std::string::npos) << e.what();
+  }
+  auto mlp = std::make_shared<models::MLP>(4, std::vector<int64_t>{8}, 2);
+  optim::Momentum constant(mlp->trainable_params(), 0.01);
+  EXPECT_DOUBLE_EQ(constant.current_lr(), 0.01);
+}
+
+}  // namespace
+}  // namespace kiln::train

@@ -6,16 +6,19 @@
 #include <new>
 
 #include "kiln/cli/data_command.h"
+#include "kiln/cli/eval_command.h"
 #include "kiln/cli/info_command.h"
 #include "kiln/cli/launch_command.h"
+#include "kiln/cli/predict_command.h"
 #include "kiln/cli/record_command.h"
 #include "kiln/cli/train_command.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln: a C++ deep-learning training engine"};
+  CLI::App app{"kiln: a C++ deep-learning training engine", "kiln"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   try {
     add_train_command(app);
     add_info_command(app);
@@ -23,6 +26,13 @@ int main(int argc, char** argv) {
     add_data_command(app);
     add_convert_command(app);
     add_record_command(app);
+    add_eval_command(app);
+    add_predict_command(app);
+    if (argc == 1) {
+      // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
+      std::cerr << app.help();
+      return 2;
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

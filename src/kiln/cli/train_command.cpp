@@ -14,8 +14,10 @@
 #include <sstream>
 
 #include "kiln/amp/loss_scale.h"
+#include "kiln/cli/data_spec.h"
 #include "kiln/cli/option_checks.h"
 #include "kiln/cli/parallel_job.h"
+#include "kiln/cli/trained_model.h"
 #include "kiln/cli/yaml_config.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/allocator.h"
@@ -24,7 +26,6 @@
 #include "kiln/core/random.h"
 #include "kiln/core/threads.h"
 #include "kiln/data/config.h"
-#include "kiln/data/presets.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/optim/adam.h"
@@ -40,25 +41,6 @@ namespace kiln::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Fashion-MNIST's pixel mean and standard deviation after /255.
-constexpr double kFashionMean = 0.2860, kFashionStd = 0.3530;
-
-// The Fashion-MNIST files of `usage` ("train" or "test") are in `data_dir` (empty: Debian's), or
-// an Error naming what is missing and the two ways to get it.
-void require_fashion_mnist(const std::string& data_dir, const std::string& usage) {
-  namespace fs = std::filesystem;
-  std::string dir = data_dir.empty() ? data::kDebianFashionMnistDir : data_dir;
-  std::string prefix = usage == "test" ? "t10k" : "train";
-  for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"}) {
-    fs::path base = fs::path(dir) / (prefix + "-" + kind);
-    if (!fs::exists(base) && !fs::exists(base.string() + ".gz")) {
-      throw Error("Fashion-MNIST not found: " + base.string() +
-                  "[.gz] is missing. Install it "
-                  "with `apt-get install dataset-fashion-mnist` or pass --data-dir DIR");
-    }
-  }
-}
 
 // Steps left out of the throughput figure (primitive creation, allocator warm-up).
 constexpr int64_t kWarmupSteps = 10;
@@ -129,6 +111,22 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vect
   if (c.optimizer == "adamw") return std::make_shared<optim::AdamW>(std::move(params), schedule);
   throw Error("kiln train: --optimizer must be momentum, sgd, adam or adamw, got '" + c.optimizer +
               "'");
+}
+
+// A CLI11 check that runs `parse` on the value; CLI11 puts the flag in front of the message, so
+// the parser's own "flag: " prefix is dropped.
+std::function<std::string(const std::string&)> parsed_by(
+    std::function<void(const std::string&)> parse, std::string flag) {
+  return [parse = std::move(parse), flag = std::move(flag)](const std::string& value) {
+    try {
+      parse(value);
+      return std::string();
+    } catch (const Error& e) {
+      std::string message = e.what();
+      if (message.rfind(flag + ": ", 0) == 0) message.erase(0, flag.size() + 2);
+      return message;
+    }
+  };
 }
 
 void validate(const TrainConfig& c) {
@@ -206,21 +204,41 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                .save_graphs_path = c.dump_graph,
                .micro_batches = c.micro_batches});
 
-  require_fashion_mnist(c.data_dir, "train");
-  require_fashion_mnist(c.data_dir, "test");
-  data::FashionMnistPipelineOptions data{.dataset_dir = c.data_dir,
-                                            .usage = "train",
-                                            .batch_size = c.batch_size,
-                                            .augment = false,
-                                            .mean = kFashionMean,
-                                            .std = kFashionStd};
-  data::Dataset train_ds = data::fashion_mnist_pipeline(data);
-  data.usage = "test";
-  data.shuffle = false;
-  data.drop_remainder = false;
-  data.batch_size = std::max<int64_t>(c.batch_size, 256);
-  data::Dataset test_ds = data::fashion_mnist_pipeline(data);
-
+  if (!c.data.empty() && !c.data_dir.empty()) {
+    throw Error("kiln train: give --data or --data-dir, not both (--data fashion-mnist:" +
+                c.data_dir + " says the same)");
+  }
+  DataRequest request;
+  request.spec =
+      !c.data.empty() ? c.data : "fashion-mnist" + (c.data_dir.empty() ? "" : ":" + c.data_dir);
+  request.batch_size = c.batch_size;
+  request.transforms = parse_transforms(c.transforms);
+  if (!c.image_size.empty())
+    std::tie(request.height, request.width) = parse_image_size(c.image_size);
+  ImageData train_data = open_image_data(request);
+  data::Dataset train_ds = train_data.batches;
+  const ImageDataInfo& info = train_data.info;
+  // Evaluation reads the data the same way (size, channels, normalization), without augmentation.
+  DataRequest eval_request = request;
+  eval_request.spec = !c.val.empty() ? c.val : default_validation_spec(request.spec);
+  eval_request.flag = "--val";
+  eval_request.training = false;
+  eval_request.batch_size = std::max<int64_t>(c.batch_size, 256);
+  eval_request.height = info.height;
+  eval_request.width = info.width;
+  eval_request.channels = info.channels;
+  eval_request.use_default_normalization = false;
+  eval_request.normalization = train_data.normalization;
+  eval_request.transforms.has_normalization = false;
+  const bool eval_on_training_data = eval_request.spec.empty();
+  if (eval_on_training_data) eval_request.spec = request.spec;
+  ImageData eval_data = open_image_data(eval_request);
+  if (eval_data.info.num_classes > info.num_classes) {
+    throw Error("kiln train: --val " + eval_request.spec + " has " +
+                std::to_string(eval_data.info.num_classes) + " classes, the training data " +
+                std::to_string(info.num_classes));
+  }
+  data::Dataset test_ds = eval_data.batches;
   if (job.data_parallel) {
     out << "data parallel: " << job.ranks << " ranks, " << num_threads()
         << " kernel thread(s) each; every rank reads its shard (1/" << job.ranks
@@ -229,13 +247,22 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
         << " MiB\n";
   }
   const int64_t steps_per_epoch = train_ds.get_dataset_size();
-  if (steps_per_epoch <= 0) throw Error("kiln train: the training set has no full batch");
+  if (steps_per_epoch <= 0) {
+    throw Error("kiln train: --data " + request.spec + " holds fewer rows than one batch of " +
+                "--batch-size " + std::to_string(c.batch_size));
+  }
   // The schedule spans all --epochs; --steps only stops early, so a run cut short by --steps
   // and resumed later follows the same learning-rate curve.
   const int64_t epochs = c.epochs;
   const int64_t total_steps = epochs * steps_per_epoch;
 
-  auto net = models::create(c.model);
+  auto net = models::create(c.model, {.num_classes = info.num_classes,
+                                      .in_channels = info.channels,
+                                      .image_height = info.height,
+                                      .image_width = info.width});
+  out << "data: " << request.spec << ": " << info.num_classes << " classes, " << info.channels
+      << "x" << info.height << "x" << info.width << " images; evaluation on "
+      << (eval_on_training_data ? "the training data (no --val)" : eval_request.spec) << "\n";
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
   auto optimizer = make_optimizer(c, net->trainable_params(), total_steps);
   train::Model model(net, loss, optimizer,
@@ -243,14 +270,15 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                       .keep_batchnorm_fp32 = c.keep_batchnorm_fp32,
                       .amp_dtype = c.amp_dtype,
                       .loss_scale = c.loss_scale,
-                      .metrics = {"accuracy", "loss"}});
+                      .metrics = {"accuracy", "loss"},
+                      .compile_log = c.compile_log});
 
   train::TrainOptions options;
   if (!c.resume.empty()) {
     train::ResumePoint at = train::resume_from_checkpoint(c.resume, *net, *optimizer);
     options.initial_epoch = at.epoch;
     options.initial_step = at.step_in_epoch;
-    options.replay_skipped_epochs = true;  // Fashion-MNIST is in memory: replaying is cheap
+    options.replay_skipped_epochs = true;  // same order as the interrupted run
     if (at.step_in_epoch >= steps_per_epoch) {
       throw FileError("kiln train: " + c.resume + ": metadata 'step_in_epoch' is " +
                       std::to_string(at.step_in_epoch) + ", but an epoch has " +
@@ -281,7 +309,10 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     callbacks.push_back(std::make_shared<train::ModelCheckpoint>(
         c.model, c.ckpt_dir,
         train::CheckpointConfig{
-            .save_checkpoint_steps = 0, .keep_checkpoint_max = 5, .save_at_epoch_end = true}));
+            .save_checkpoint_steps = 0,
+            .keep_checkpoint_max = 5,
+            .save_at_epoch_end = true,
+            .metadata = to_checkpoint_metadata({c.model, info, train_data.normalization})}));
   }
   model.train(epochs, train_ds, callbacks, options);
   auto result = model.eval(test_ds, {"accuracy", "loss"});
@@ -306,6 +337,10 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   if (c.json) {
     nlohmann::ordered_json j;
     j["model"] = c.model;
+    j["data"] = request.spec;
+    j["eval_data"] = eval_on_training_data ? "training data" : eval_request.spec;
+    j["num_classes"] = info.num_classes;
+    j["input_shape"] = {info.channels, info.height, info.width};
     j["mode"] = c.mode;
     j["graph_kernel"] = c.graph_kernel;
     j["micro_batches"] = c.micro_batches;
@@ -345,11 +380,13 @@ void add_train_command(CLI::App& app) {
 }
 
 void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> action) {
-  CLI::App* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST");
+  CLI::App* cmd =
+      app.add_subcommand("train", "Train a model on an image folder, records or (Fashion-)MNIST");
   auto c = std::make_shared<TrainConfig>();
   auto config_file = std::make_shared<std::string>();
   auto graph_kernel = std::make_shared<std::string>("off");
   auto keep_bn = std::make_shared<std::string>("on");
+  auto compile_log = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
   cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
       ->check(CLI::IsMember({"lenet", "resnet20", "mlp"}));
@@ -394,6 +431,18 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--seed", c->seed, "Seed of initialization and shuffling")
       ->check(unsigned_integer());
   cmd->add_option("--data-dir", c->data_dir, "Folder with the Fashion-MNIST IDX files");
+  cmd->add_option("--data", c->data,
+                  "Training data: imagefolder:DIR | record:FILES (comma list or glob) | "
+                  "fashion-mnist[:DIR] | mnist[:DIR] (default: fashion-mnist)");
+  cmd->add_option("--val", c->val,
+                  "Evaluation data, same forms (default: the test split of (fashion-)mnist; "
+                  "otherwise the training data)");
+  cmd->add_option("--image-size", c->image_size, "Resize images to HxW (or S for SxS)")
+      ->check(parsed_by([](const std::string& v) { parse_image_size(v); }, "--image-size"));
+  cmd->add_option("--transforms", c->transforms,
+                  "Comma list: random_crop:S[:P], hflip, vflip (training only), normalize:M:S "
+                  "(M, S: one value or one per channel joined by '/')")
+      ->check(parsed_by([](const std::string& v) { parse_transforms(v); }, "--transforms"));
   cmd->add_option("--ckpt-dir", c->ckpt_dir, "Write a checkpoint there at each epoch's end");
   cmd->add_option("--resume", c->resume, "Resume from a checkpoint written with --ckpt-dir");
   cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)")
@@ -410,10 +459,14 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--dump-graph", c->dump_graph,
                   "Graph mode: write each compiled graph's IR before and after the passes there "
                   "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");
-  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, action] {
+  cmd->add_option("--compile-log", *compile_log,
+                  "on | off: graph mode's stderr line per compiled graph (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, compile_log, action] {
     if (!config_file->empty()) apply_yaml_config(*cmd, *config_file, "kiln train");
     c->graph_kernel = *graph_kernel == "on";
     c->keep_batchnorm_fp32 = *keep_bn == "on";
+    c->compile_log = *compile_log == "on";
     action(*c);
   });
 }

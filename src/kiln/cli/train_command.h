@@ -1,5 +1,7 @@
 #pragma once
-// `kiln train`: trains a zoo model on Fashion-MNIST with MindSpore-style monitor output.
+// `kiln train`: trains a zoo model on a data set given by --data (an image folder, record files,
+// Fashion-MNIST or MNIST; see data_spec.h) with MindSpore-style monitor output. Classes, channels
+// and input size come from the data; checkpoints carry them (trained_model.h).
 // Every flag can also come from a YAML file (`--config FILE.yaml`) whose keys are the long flag
 // names; a flag given on the command line wins over the file. Unknown keys or flags are errors
 // naming them.
@@ -32,12 +34,17 @@ struct TrainConfig {
   std::string loss_scale;  // dynamic | fixed:N | none | "" (the level's default)
   int threads = 0;         // 0: every available core
   uint64_t seed = 1;
-  std::string data_dir;
+  std::string data_dir;    // Fashion-MNIST's folder when --data is not given
+  std::string data;        // data_spec.h grammar; empty: fashion-mnist[:data_dir]
+  std::string val;         // evaluation data; empty: the test split of (fashion-)mnist, else none
+  std::string image_size;  // "HxW" or "S": resize to this; empty: the data's own size
+  std::string transforms;  // "random_crop:32:4,hflip,normalize:M:S"
   std::string ckpt_dir;
   std::string resume;
   bool json = false;
   int64_t print_every = 100;  // LossMonitor's per_print_times
   std::string dump_graph;     // graph mode: write the IR before and after the passes there
+  bool compile_log = true;    // graph mode: a stderr line per compiled graph
   // stand_alone | data_parallel (or data): under mpirun, DATA_PARALLEL over the job's ranks;
   // --batch-size is then per rank (MindSpore's meaning).
   std::string parallel_mode = "stand_alone";
@@ -46,7 +53,7 @@ struct TrainConfig {
 
 struct TrainReport {
   double images_per_sec = 0;  // steady state: steps after the first 10
-  double test_accuracy = 0;
+  double test_accuracy = 0;   // on --val (or the training data when there is none)
   double final_loss = 0;
   double wall_s = 0;
   double peak_rss_mb = 0;

@@ -2,6 +2,7 @@
 // Ready-made pipelines for the built-in jobs: the one Fashion-MNIST pipeline that `kiln train`,
 // the examples and the training tests read.
 #include <string>
+#include <vector>
 
 #include "kiln/data/dataset.h"
 
@@ -22,6 +23,10 @@ struct FashionMnistPipelineOptions {
   int shard_id = 0;
   int64_t num_samples = 0;  // rows per epoch (per shard); 0: all
 };
+
+// Batches of u8 images [N, H, W, C] -> f32 [N, C, H, W] (channels-last memory) with value
+// (x * scale - mean[c]) / std[c]; one mean and std serve every channel.
+Op image_batch_to_float(double scale, std::vector<float> mean, std::vector<float> std);
 
 // FashionMnistDataset -> [map(augment)] -> batch -> one conversion per batch of the u8 NHWC
 // images to normalized f32 NCHW. Rows: "image" f32 [B, 1, 28, 28] and "label" i32 [B].

@@ -10,11 +10,13 @@ namespace kiln::models {
 
 struct ModelConfig {
   int64_t num_classes = 10;
-  int64_t in_channels = 1;  // lenet, resnet20
-  int64_t image_size = 28;  // mlp: in_features = in_channels * image_size²
+  int64_t in_channels = 1;
+  int64_t image_height = 28;  // lenet: at least 12; mlp: in_features = channels * height * width
+  int64_t image_width = 28;
 };
 
-// Throws Error naming the unknown model and listing the known ones.
+// Throws Error naming the unknown model and listing the known ones, or ShapeError when the model
+// cannot take the configured input size.
 std::shared_ptr<nn::Cell> create(const std::string& name, const ModelConfig& config = {});
 std::vector<std::string> model_names();
 

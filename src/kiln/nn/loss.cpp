@@ -52,6 +52,13 @@ Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tens
     int64_t code = reduction_ == Reduction::mean ? 0 : reduction_ == Reduction::sum ? 1 : 2;
     return ops::softmax_cross_entropy(logits, labels, code);
   }
+  if (labels.rank() == 1 && labels.dim(0) == logits.dim(0) &&
+      (labels.dtype() == DType::i32 || labels.dtype() == DType::i64)) {
+    throw ShapeError("SoftmaxCrossEntropyWithLogits: labels " + describe(labels) +
+                     " are class ids, but the loss was made with sparse=false (one-hot or "
+                     "probability labels [N, C]); construct it with sparse=true: "
+                     "SoftmaxCrossEntropyWithLogits(true, \"mean\")");
+  }
   check_same_shape("SoftmaxCrossEntropyWithLogits", logits, labels);
   Tensor per_sample = ops::neg(ops::sum(ops::mul(labels, ops::log_softmax(logits, -1)), {-1}));
   return reduce(per_sample, reduction_);

@@ -18,6 +18,9 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, LearningRate lr, AdamOptions options = {});
+  // A plain number is a constant rate: Adam(params, 1e-3).
+  Adam(std::vector<Tensor> params, double lr, AdamOptions options = {})
+      : Adam(std::move(params), constant_lr(lr), options) {}
   void apply(const std::vector<Tensor>& grads) override;
   void prepare_step() override;
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
@@ -39,6 +42,8 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, LearningRate lr, AdamOptions options = {.weight_decay = 0.01});
+  AdamW(std::vector<Tensor> params, double lr, AdamOptions options = {.weight_decay = 0.01})
+      : AdamW(std::move(params), constant_lr(lr), options) {}
 };
 
 }  // namespace kiln::optim

@@ -14,6 +14,9 @@ struct MomentumOptions {
 class Momentum : public Optimizer {
  public:
   Momentum(std::vector<Tensor> params, LearningRate lr, MomentumOptions options = {});
+  // A plain number is a constant rate: Momentum(params, 0.01).
+  Momentum(std::vector<Tensor> params, double lr, MomentumOptions options = {})
+      : Momentum(std::move(params), constant_lr(lr), options) {}
   void apply(const std::vector<Tensor>& grads) override;
   std::string name() const override { return "Momentum"; }
   // "moments.<i>" per parameter, then "global_step".

@@ -123,6 +123,7 @@ void ModelCheckpoint::save(const CallbackParams& p) {
   last_saved_step_ = p.cur_step_num;
   SaveOptions options;
   options.optimizer = config_.save_optimizer_state ? p.optimizer : nullptr;
+  options.metadata = config_.metadata;
   bool epoch_done = p.batch_num > 0 && p.cur_step_in_epoch >= p.batch_num;
   options.epoch = epoch_done ? p.cur_epoch_num : p.cur_epoch_num - 1;
   options.step_in_epoch = epoch_done ? 0 : p.cur_step_in_epoch;

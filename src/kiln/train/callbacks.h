@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <iosfwd>
+#include <map>
 #include <string>
 
 #include "kiln/train/callback.h"
@@ -45,6 +46,7 @@ struct CheckpointConfig {
   int64_t keep_checkpoint_max = 5;    // older files are deleted (0: keep all)
   bool save_at_epoch_end = false;     // also at each epoch's end
   bool save_optimizer_state = true;   // needed to resume
+  std::map<std::string, std::string> metadata = {};  // written into every checkpoint (the model)
 };
 
 // Writes "<directory>/<prefix>-<epoch>_<step_in_epoch>.safetensors" atomically, keeps the newest

@@ -60,6 +60,16 @@ Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> lo
   for (const std::string& m : options_.metrics) metric_by_name(m);  // validate early
   if (optimizer_) {
     params_ = optimizer_->parameters();
+    if (params_.empty()) {
+      // A network whose layers were held as members but never registered trains nothing and
+      // would "train" silently at a flat loss.
+      throw Error("Model: the optimizer has no parameters to train (network '" +
+                  network_->cell_name() + "' has " +
+                  std::to_string(network_->trainable_params().size()) +
+                  " trainable parameters); register each child cell with register_cell(name, "
+                  "cell) and each weight with register_parameter, and pass "
+                  "net->trainable_params() to the optimizer");
+    }
     for (const Tensor& p : params_) {
       if (!p.requires_grad()) {
         throw Error("Model: an optimizer parameter " + describe(p) + " does not require grad");
@@ -134,7 +144,8 @@ float Model::graph_step(const Tensor& data, const Tensor& label) {
     compiled_ = std::make_unique<CompiledTrainStep>(
         *network_, *loss_fn_, *optimizer_, options_from_context(), amp_, loss_scale_.get());
     // Data parallel: every rank compiles the same graph; rank 0 says so.
-    if (parallel::data_parallel_active() && comm::rank() != 0) compiled_->set_verbose(false);
+    if (!options_.compile_log || (parallel::data_parallel_active() && comm::rank() != 0))
+      compiled_->set_verbose(false);
   }
   return scalar_loss(compiled_->run(data, label));
 }

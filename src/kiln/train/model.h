@@ -31,6 +31,7 @@ struct ModelOptions {
   // at O2/O3). Overflowed steps are skipped, the optimizer's global step still advances.
   std::string loss_scale;
   std::vector<std::string> metrics;  // names for eval(), e.g. {"accuracy", "loss"}
+  bool compile_log = true;           // graph mode: one stderr line per compilation (false: silent)
 };
 
 struct TrainOptions {
@@ -99,7 +100,7 @@ class Model {
   std::vector<Tensor> params_;
   amp::AmpConfig amp_;
   std::unique_ptr<amp::LossScaleManager> loss_scale_;
-  std::unique_ptr<CompiledTrainStep> compiled_;  // created on the first graph-mode step
+  std::unique_ptr<CompiledTrainStep> compiled_;         // created on the first graph-mode step
   std::unique_ptr<parallel::GradientReducer> reducer_;  // eager data parallelism
   bool joined_ = false;                                 // join_data_parallel ran
 };

@@ -1,0 +1,185 @@
+// A user's own data through the `kiln` binary, end to end: a generated 3-class image folder,
+// converted to records, trained from both (same seed: same accuracy), evaluated and predicted
+// from the checkpoint; bad data specs end with one error line and status 2.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "kiln/core/tensor.h"
+#include "kiln/data/vision.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+std::string kiln_exe() {
+  return std::string(KILN_BINARY_DIR) + "/src/kiln/kiln";
+}
+
+Result run(const std::string& args) {
+  // One kernel thread: these networks are tiny, and ctest may run other tests beside this one.
+  std::string cmd = "OMP_NUM_THREADS=1 " + kiln_exe() + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// The JSON object on the last line of `output`.
+nlohmann::json last_json_line(const std::string& output) {
+  auto start = output.rfind("\n{");
+  std::string line = output.substr(start == std::string::npos ? 0 : start + 1);
+  return nlohmann::json::parse(line);
+}
+
+class UserData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kiln_exe())) GTEST_SKIP() << "no kiln binary (build target kiln_cli_main)";
+    std::string templ = (fs::temp_directory_path() / "kiln-userdata-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    root_ = templ;
+    write_image_folder(root_ / "images", 12);
+  }
+  void TearDown() override {
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+
+  // Three easy classes: noisy red, green and blue 16x16 PNGs.
+  static void write_image_folder(const fs::path& dir, int per_class) {
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> noise(0, 60);
+    const char* names[] = {"blue", "green", "red"};
+    for (int cls = 0; cls < 3; ++cls) {
+      fs::create_directories(dir / names[cls]);
+      for (int i = 0; i < per_class; ++i) {
+        kiln::Tensor image = kiln::Tensor::empty({16, 16, 3}, kiln::DType::u8);
+        uint8_t* px = image.data<uint8_t>();
+        for (int p = 0; p < 16 * 16; ++p) {
+          for (int c = 0; c < 3; ++c) {
+            // blue is channel 2, green 1, red 0.
+            bool lit = c == 2 - cls;
+            px[p * 3 + c] = uint8_t(lit ? 255 - noise(rng) : noise(rng));
+          }
+        }
+        std::vector<uint8_t> png = kiln::data::vision::encode_png(image);
+        std::ofstream(dir / names[cls] / ("img" + std::to_string(i) + ".png"), std::ios::binary)
+            .write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
+      }
+    }
+  }
+
+  fs::path root_;
+};
+
+constexpr const char* kTrainFlags =
+    " --model lenet --epochs 4 --batch-size 6 --lr 0.05 --seed 11 --print-every 0 --json"
+    " --transforms hflip,normalize:0.5:0.25";
+
+TEST_F(UserData, FolderAndRecordsTrainAlikeThenEvalAndPredict) {
+  const std::string images = (root_ / "images").string();
+  Result convert = run("convert imagefolder " + images + " " + (root_ / "set.krec").string());
+  ASSERT_EQ(convert.status, 0) << convert.output;
+
+  Result from_folder = run("train --data imagefolder:" + images + " --ckpt-dir " +
+                           (root_ / "ckpt").string() + kTrainFlags);
+  ASSERT_EQ(from_folder.status, 0) << from_folder.output;
+  Result from_records =
+      run("train --data 'record:" + (root_ / "set.krec*").string() + "'" + kTrainFlags);
+  ASSERT_EQ(from_records.status, 0) << from_records.output;
+  nlohmann::json folder_summary = last_json_line(from_folder.output);
+  nlohmann::json record_summary = last_json_line(from_records.output);
+  EXPECT_EQ(folder_summary["num_classes"], 3);
+  EXPECT_EQ(folder_summary["input_shape"], nlohmann::json({3, 16, 16}));
+  const double accuracy = folder_summary["test_accuracy"];
+  EXPECT_GE(accuracy, 0.9) << from_folder.output;
+  EXPECT_EQ(record_summary["test_accuracy"].get<double>(), accuracy) << from_records.output;
+  EXPECT_EQ(record_summary["final_loss"].get<double>(), folder_summary["final_loss"].get<double>());
+
+  // The last checkpoint rebuilds the network alone: the same accuracy on the same data.
+  std::string checkpoint = (root_ / "ckpt" / "lenet-4_6.safetensors").string();
+  ASSERT_TRUE(fs::exists(checkpoint)) << from_folder.output;
+  Result eval = run("eval " + checkpoint + " --data imagefolder:" + images + " --json");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  nlohmann::json report = last_json_line(eval.output);
+  EXPECT_NEAR(report["accuracy"].get<double>(), accuracy, 1e-9) << eval.output;
+  EXPECT_EQ(report["samples"], 36);
+  EXPECT_EQ(report["classes"], nlohmann::json({"blue", "green", "red"}));
+  int64_t diagonal = 0;
+  for (int k = 0; k < 3; ++k) diagonal += report["confusion_matrix"][k][k].get<int64_t>();
+  EXPECT_EQ(double(diagonal) / 36.0, report["accuracy"].get<double>());
+  Result table = run("eval " + checkpoint + " --data imagefolder:" + images);
+  EXPECT_NE(table.output.find("confusion matrix"), std::string::npos) << table.output;
+
+  Result one = run("predict " + checkpoint + " " + images + "/red/img3.png --top-k 2 --json");
+  ASSERT_EQ(one.status, 0) << one.output;
+  nlohmann::json top = last_json_line(one.output)["predictions"][0]["top"];
+  ASSERT_EQ(top.size(), 2u) << one.output;
+  EXPECT_EQ(top[0]["class"], "red") << one.output;
+  EXPECT_GT(top[0]["probability"].get<double>(), top[1]["probability"].get<double>());
+  Result folder = run("predict " + checkpoint + " " + images + " --batch-size 5 --json");
+  ASSERT_EQ(folder.status, 0) << folder.output;
+  nlohmann::json all = last_json_line(folder.output)["predictions"];
+  ASSERT_EQ(all.size(), 36u);
+  int correct = 0;
+  for (const auto& p : all) {
+    std::string file = p["file"];
+    std::string truth = fs::path(file).parent_path().filename().string();
+    correct += p["top"][0]["class"] == truth;
+  }
+  EXPECT_EQ(double(correct) / 36.0, accuracy) << folder.output;
+}
+
+TEST_F(UserData, BadSpecsAreOneLineErrorsWithStatus2) {
+  const std::string images = (root_ / "images").string();
+  struct Case {
+    std::string args, expected;
+  };
+  const Case cases[] = {
+      {"train --data bogus:" + images, "--data: unknown data 'bogus:"},
+      {"train --data imagefolder:" + (root_ / "none").string(), "is not a folder"},
+      {"train --data 'record:" + (root_ / "none*").string() + "'", "matches no file"},
+      {"train --data imagefolder:" + images + " --transforms hflip,blur", "'blur'"},
+      {"train --data imagefolder:" + images + " --transforms random_crop:x", "'random_crop:x'"},
+      {"train --data imagefolder:" + images + " --image-size 0x5", "--image-size"},
+      {"train --data imagefolder:" + images + " --image-size 8", "at least 12x12"},
+      {"train --data imagefolder:" + images + " --data-dir " + images, "not both"},
+      {"eval " + images + "/red/img0.png --data imagefolder:" + images, "img0.png"},
+  };
+  for (const Case& c : cases) {
+    const bool training = c.args.rfind("train", 0) == 0;
+    Result r = run(c.args + (training ? " --steps 1 --batch-size 6" : ""));
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("kiln: error: ", 0), 0u) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+TEST(KilnExecutableUsage, BareKilnPrintsUsageAndVersionIsKnown) {
+  if (!fs::exists(kiln_exe())) GTEST_SKIP() << "no kiln binary";
+  Result bare = run("");
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_NE(bare.output.find("Subcommands:"), std::string::npos) << bare.output;
+  EXPECT_NE(bare.output.find("predict"), std::string::npos) << bare.output;
+  Result version = run("--version");
+  EXPECT_EQ(version.status, 0) << version.output;
+  EXPECT_EQ(version.output.rfind("kiln ", 0), 0u) << version.output;
+}
+
+}  // namespace
