@@ -156,6 +156,11 @@ void validate(const TrainConfig& c) {
   if (c.print_every < 0) {
     throw Error("kiln train: --print-every must be >= 0, got " + std::to_string(c.print_every));
   }
+  if (c.conv_algorithm != "auto" && c.conv_algorithm != "direct" &&
+      c.conv_algorithm != "winograd") {
+    throw Error("kiln train: --conv-algorithm must be auto, direct or winograd, got '" +
+                c.conv_algorithm + "'");
+  }
   if (c.mode != "eager" && c.mode != "graph") {
     throw Error("kiln train: --mode must be eager or graph, got '" + c.mode + "'");
   }
@@ -202,7 +207,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   set_context({.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE,
                .enable_graph_kernel = c.graph_kernel,
                .save_graphs_path = c.dump_graph,
-               .micro_batches = c.micro_batches});
+               .micro_batches = c.micro_batches,
+               .conv_algorithm = c.conv_algorithm});
 
   if (!c.data.empty() && !c.data_dir.empty()) {
     throw Error("kiln train: give --data or --data-dir, not both (--data fashion-mnist:" +
@@ -344,6 +350,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["mode"] = c.mode;
     j["graph_kernel"] = c.graph_kernel;
     j["micro_batches"] = c.micro_batches;
+    j["conv_algorithm"] = c.conv_algorithm;
     j["optimizer"] = c.optimizer;
     j["amp_level"] = c.amp_level;
     j["amp_dtype"] = c.amp_dtype;
@@ -403,6 +410,10 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
                   "Graph mode: run each batch as N slices, forward and backward one after "
                   "another, with one update (less memory; not with BatchNorm; default 1)")
       ->check(integer_in(1, kMaxBatchSize));
+  cmd->add_option("--conv-algorithm", c->conv_algorithm,
+                  "auto | direct | winograd: how 3x3 stride-1 convolutions run (default auto: "
+                  "Winograd where it is faster; direct: closest to float64; docs/numerics.md)")
+      ->check(CLI::IsMember({"auto", "direct", "winograd"}));
   cmd->add_option("--lr", c->lr, "Base learning rate (default: 0.05 momentum, 0.1 sgd, 1e-3 adam)")
       ->check(finite_in(0, kMaxLr));
   cmd->add_option("--optimizer", c->optimizer, "momentum | sgd | adam | adamw")

@@ -49,6 +49,8 @@ struct TrainConfig {
   // --batch-size is then per rank (MindSpore's meaning).
   std::string parallel_mode = "stand_alone";
   double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
+  // auto | direct | winograd: how 3x3 stride-1 convolutions run (Context::conv_algorithm)
+  std::string conv_algorithm = "auto";
 };
 
 struct TrainReport {

@@ -21,6 +21,11 @@ void set_context(const Context& context) {
     throw Error("set_context: micro_batches is " + std::to_string(context.micro_batches) +
                 ", must be at least 1");
   }
+  if (context.conv_algorithm != "auto" && context.conv_algorithm != "direct" &&
+      context.conv_algorithm != "winograd") {
+    throw Error("set_context: conv_algorithm '" + context.conv_algorithm +
+                "' is not one of auto, direct, winograd");
+  }
   current() = context;
 }
 

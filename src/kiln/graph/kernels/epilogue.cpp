@@ -419,7 +419,7 @@ bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<cons
     // primitive stays.
     if (node.post_ops.empty() && (in.size() == 2 || in[2].dtype() == DType::f32) &&
         ops::can_run_winograd_3x3(in[0], false, in[1].shape(), node.attrs, out[0], false) &&
-        ops::winograd_3x3_pays(in[0].shape(), node.attrs)) {
+        ops::winograd_3x3_chosen(in[0].shape(), node.attrs)) {
       return false;
     }
     // One input channel runs Kiln's own kernel, plain (the op's) or fused with a relu

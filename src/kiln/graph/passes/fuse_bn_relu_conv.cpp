@@ -44,12 +44,12 @@ Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
       dense_as_meta(graph, user.inputs[1]) &&
       graph.value(user.inputs[1]).meta.layout == ops::Layout::contiguous &&
       ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape, user.attrs) &&
-      ops::winograd_3x3_pays(rm.shape, user.attrs)) {
+      ops::winograd_3x3_chosen(rm.shape, user.attrs)) {
     return Reader::convolution;
   }
   if (is_live_op(user, OpKind::conv2d_backward_weights) && user.attrs.axes.empty() &&
       reads_only_at(1) && ops::winograd_3x3_fits(rm.shape, Shape(user.attrs.shape), user.attrs) &&
-      ops::winograd_3x3_pays(rm.shape, user.attrs)) {
+      ops::winograd_3x3_chosen(rm.shape, user.attrs)) {
     return Reader::weight_gradient;
   }
   // Given beta (input 6) the fused gradient recomputes the relu mask from x: its r is not read.

@@ -11,7 +11,10 @@
 //   y = relu(u)
 #include <algorithm>
 
+#include "kiln/core/context.h"
 #include "kiln/graph/passes/passes.h"
+#include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/kernels/conv_winograd.h"
 
 namespace kiln::graph::passes {
 namespace {
@@ -85,6 +88,16 @@ int fuse_epilogues(Graph& graph) {
     if (conv && !(dense_as_meta(graph, prod.inputs[1]) &&
                   graph.value(prod.inputs[1]).meta.layout == ops::Layout::contiguous)) {
       continue;
+    }
+    // A fused convolution runs oneDNN's direct kernel with post-ops: under conv_algorithm
+    // "winograd" one that a Winograd kernel takes stays unfused and runs Winograd.
+    if (conv && get_context().conv_algorithm == "winograd") {
+      const ops::TensorMeta& xm = graph.value(prod.inputs[0]).meta;
+      const Shape& ws = graph.value(prod.inputs[1]).meta.shape;
+      if (ops::winograd_3x3_fits(xm.shape, ws, prod.attrs) ||
+          ops::dnnl_util::dnnl_winograd_fits(xm.dtype, xm.shape, ws, prod.attrs)) {
+        continue;
+      }
     }
 
     Node fusedn;

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "kiln/core/allocator.h"
+#include "kiln/core/context.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops::dnnl_util {
@@ -82,10 +83,20 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
   return pd;
 }
 
-bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
+bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
   return dtype == DType::f32 && x.rank() == 4 && w.rank() == 4 && a.groups == 1 && w[2] == 3 &&
          w[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 &&
-         a.dilation[1] == 1 && x[1] % 16 == 0 && w[0] % 16 == 0 && x[1] >= 64 && w[0] >= 64;
+         a.dilation[1] == 1 && x[1] % 16 == 0 && w[0] % 16 == 0;
+}
+
+bool dnnl_winograd_chosen(const Shape& x, const Shape& w, int64_t auto_min_channels) {
+  const std::string& algorithm = get_context().conv_algorithm;
+  if (algorithm == "direct") return false;
+  return algorithm == "winograd" || (x[1] >= auto_min_channels && w[0] >= auto_min_channels);
+}
+
+bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
+  return dnnl_winograd_fits(dtype, x, w, a) && dnnl_winograd_chosen(x, w, 64);
 }
 
 namespace {

@@ -57,9 +57,18 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
     const dnnl::convolution_forward::desc& desc, const dnnl::primitive_attr& attr,
     const dnnl::memory::desc& src, const dnnl::memory::desc& weights);
 
+// The shapes oneDNN's Winograd F(4x4, 3x3) may take: f32, ungrouped 3x3, stride 1, no dilation,
+// channels in and out multiples of 16 (oneDNN may still decline one, e.g. for its padding).
+bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const Attrs& attrs);
+
+// Whether oneDNN's Winograd is wanted for a convolution dnnl_winograd_fits, as
+// Context::conv_algorithm says: "auto" from `auto_min_channels` channels in and out on, where it
+// is faster (see ops/nn/conv.cpp), "winograd" always, "direct" never.
+bool dnnl_winograd_chosen(const Shape& x, const Shape& w, int64_t auto_min_channels);
+
 // Whether conv2d runs this convolution as Winograd F(4x4, 3x3) on activations staged through
-// oneDNN's blocked layout (see ops/nn/conv.cpp for the measurements behind the rule): f32,
-// ungrouped 3x3, stride 1, no dilation, >= 64 channels in and out (multiples of 16).
+// oneDNN's blocked layout (see ops/nn/conv.cpp for the measurements behind the rule):
+// dnnl_winograd_fits and chosen, from 64 channels under "auto".
 bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& attrs);
 
 // Per-thread scratch memory for primitives, grown to the largest request and then kept: a

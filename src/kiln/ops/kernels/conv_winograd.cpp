@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/kernels/batch_norm_vec.h"
 #include "kiln/ops/kernels/conv_geometry.h"
@@ -514,6 +515,12 @@ bool winograd_3x3_pays(const Shape& x, const Attrs& a) {
   return x[0] * oh * ow >= kMinOutputPixels;
 }
 
+bool winograd_3x3_chosen(const Shape& x, const Attrs& a) {
+  const std::string& algorithm = get_context().conv_algorithm;
+  if (algorithm == "direct") return false;
+  return algorithm == "winograd" || winograd_3x3_pays(x, a);
+}
+
 bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
                           const Tensor& y, bool y_blocked) {
   auto laid_out = [](const Tensor& t, bool blocked) {
@@ -616,6 +623,9 @@ bool winograd_3x3_fits(const Shape&, const Shape&, const Attrs&) {
   return false;
 }
 bool winograd_3x3_pays(const Shape&, const Attrs&) {
+  return false;
+}
+bool winograd_3x3_chosen(const Shape&, const Attrs&) {
   return false;
 }
 bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const Attrs&, const Tensor&, bool) {

@@ -32,6 +32,11 @@ bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape, const Attrs& 
 // against 0.011; batch 3 at 28x28 0.028 against 0.038, 12 at 14x14 0.095 against 0.111.
 bool winograd_3x3_pays(const Shape& x_shape, const Attrs& a);
 
+// Whether the ops (and graph mode's passes and kernels) run a convolution the kernel fits with it,
+// as Context::conv_algorithm says: "auto" where winograd_3x3_pays, "winograd" always, "direct"
+// never.
+bool winograd_3x3_chosen(const Shape& x_shape, const Attrs& a);
+
 // The rule for tensors: winograd_3x3_fits, f32, and x and y each dense channels-last or, where
 // `x_blocked` / `y_blocked` says so, in oneDNN's nChw16c (graph mode's blocked layout; only
 // data() is read, see batch_norm_rows.h for the element order).

@@ -8,6 +8,7 @@
 // primitive picked (`format_tag::any`): a BlockedCopy for small weights, a reorder primitive for
 // large ones (ops/dnnl/blocked_copy.h says why). Either costs a few µs against a conv of 100s
 // of µs.
+#include "kiln/core/context.h"
 #include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/kernels/conv_col2im.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
@@ -88,8 +89,14 @@ WindowArgs window_args(const Attrs& a) {
           {a.padding[0], a.padding[1]}};
 }
 
+// The primitive depends on Context::conv_algorithm too (Winograd or direct).
+int64_t conv_algorithm_setting() {
+  const std::string& algorithm = get_context().conv_algorithm;
+  return algorithm == "direct" ? 1 : algorithm == "winograd" ? 2 : 0;
+}
+
 void add_conv_key(Key& key, const ConvGeom& g, const Attrs& a) {
-  key.add(g.groups).add(int64_t(a.nchw16c));
+  key.add(g.groups).add(int64_t(a.nchw16c)).add(conv_algorithm_setting());
   for (int i = 0; i < 2; ++i) key.add(a.stride[i]).add(a.padding[i]).add(a.dilation[i]);
 }
 
@@ -154,9 +161,9 @@ ConvAlgorithm choose_algorithm(const ConvGeom& g, const Attrs& a, DType dtype,
     ConvAlgorithm blocked{dnnl::algorithm::convolution_direct,
                           g.c % 16 == 0 ? blocked_desc(src) : src,
                           g.o % 16 == 0 ? blocked_desc(dst) : dst};
-    if (dtype == DType::f32 && g.groups == 1 && g.kh == 3 && g.kw == 3 && a.stride[0] == 1 &&
-        a.stride[1] == 1 && a.dilation[0] == 1 && a.dilation[1] == 1 && g.c % 16 == 0 &&
-        g.o % 16 == 0 && g.c >= 32 && g.o >= 32) {
+    const Shape x_shape{g.n, g.c, g.h, g.w}, w_shape{g.o, g.c, g.kh, g.kw};
+    if (dnnl_winograd_fits(dtype, x_shape, w_shape, a) &&
+        dnnl_winograd_chosen(x_shape, w_shape, 32)) {
       try {
         forward_pd(blocked.src, wei, bias, blocked.dst, a, dnnl::algorithm::convolution_winograd);
         blocked.alg = dnnl::algorithm::convolution_winograd;
@@ -311,7 +318,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   // 16 or 32 channels, 3x3, stride 1: Kiln's Winograd F(4x4, 3x3), faster than any of oneDNN's
   // kernels there (numbers in kernels/conv_winograd.cpp).
   if (can_run_winograd_3x3(x, input_is_nchw16c(a, 0), w.shape(), a, y, output_is_nchw16c(a, 0)) &&
-      winograd_3x3_pays(x.shape(), a) && (!has_bias || bias.dtype() == DType::f32)) {
+      winograd_3x3_chosen(x.shape(), a) && (!has_bias || bias.dtype() == DType::f32)) {
     winograd_3x3_forward(x, input_is_nchw16c(a, 0), w, has_bias ? &bias : nullptr, a, y,
                          output_is_nchw16c(a, 0));
     return;
@@ -445,7 +452,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
   flipped.padding = {g.kh - 1 - a.padding[0], g.kw - 1 - a.padding[1]};
   if (can_run_winograd_3x3(dy, input_is_nchw16c(a, 0), Shape{g.c, g.o, g.kh, g.kw}, flipped, dx,
                            output_is_nchw16c(a, 0)) &&
-      winograd_3x3_pays(dy.shape(), flipped)) {
+      winograd_3x3_chosen(dy.shape(), flipped)) {
     winograd_3x3_forward(dy, input_is_nchw16c(a, 0), flipped_weights(w), nullptr, flipped, dx,
                          output_is_nchw16c(a, 0));
     return;
@@ -552,7 +559,7 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   // 16 or 32 channels, 3x3, stride 1: Winograd F(4x4, 3x3) (kernels/conv_winograd.h); a bias
   // gradient is a separate channel sum, which reads dy through its strides (so not blocked).
   if (can_run_winograd_3x3(x, input_is_nchw16c(a, 1), dw.shape(), a, dy, input_is_nchw16c(a, 0)) &&
-      winograd_3x3_pays(x.shape(), a) && (out.size() == 1 || !input_is_nchw16c(a, 0))) {
+      winograd_3x3_chosen(x.shape(), a) && (out.size() == 1 || !input_is_nchw16c(a, 0))) {
     winograd_3x3_backward_weights(dy, input_is_nchw16c(a, 0), x, input_is_nchw16c(a, 1), a, dw);
     if (out.size() == 2) {
       reduce_tensor(ReduceKind::sum, dy, {true, false, true, true}, 1.0, out[1]);
