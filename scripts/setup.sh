@@ -15,6 +15,7 @@ packages=(
   python3-torch python3-numpy python3-pil
   libopenblas0-pthread  # PyTorch's BLAS for the side-by-side benchmarks (the peer's best configuration)
   graphviz
+  chromium  # headless, for the profiler report test (tests/profile/report_test.cpp)
 )
 
 missing=()

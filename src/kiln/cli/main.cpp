@@ -9,6 +9,7 @@
 #include "kiln/cli/info_command.h"
 #include "kiln/cli/launch_command.h"
 #include "kiln/cli/record_command.h"
+#include "kiln/cli/report_command.h"
 #include "kiln/cli/train_command.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
     add_data_command(app);
     add_convert_command(app);
     add_record_command(app);
+    add_report_command(app);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -32,6 +32,7 @@
 #include "kiln/optim/momentum.h"
 #include "kiln/optim/sgd.h"
 #include "kiln/parallel/data_parallel.h"
+#include "kiln/profile/profiler.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/model.h"
@@ -283,7 +284,16 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
         train::CheckpointConfig{
             .save_checkpoint_steps = 0, .keep_checkpoint_max = 5, .save_at_epoch_end = true}));
   }
+  std::unique_ptr<Profiler> profiler;
+  if (!c.profile.empty()) {
+    profiler = std::make_unique<Profiler>(ProfilerOptions{.output_path = c.profile});
+    profiler->annotate("command", "kiln train --model " + c.model + " --mode " + c.mode +
+                                      " --batch-size " + std::to_string(c.batch_size) +
+                                      " --amp-level " + c.amp_level);
+    profiler->annotate("kernel threads", std::to_string(num_threads()));
+  }
   model.train(epochs, train_ds, callbacks, options);
+  if (profiler) out << "profile written: " << profiler->analyse() << "\n";
   auto result = model.eval(test_ds, {"accuracy", "loss"});
 
   TrainReport r;
@@ -410,6 +420,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--dump-graph", c->dump_graph,
                   "Graph mode: write each compiled graph's IR before and after the passes there "
                   "(<name>_0_traced / _1_compiled, .txt and Graphviz .dot)");
+  cmd->add_option("--profile", c->profile,
+                  "Profile the training into this folder: trace.json (Perfetto), ops.csv, "
+                  "steps.csv and report.html (rebuild it with `kiln report DIR`)");
   cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, action] {
     if (!config_file->empty()) apply_yaml_config(*cmd, *config_file, "kiln train");
     c->graph_kernel = *graph_kernel == "on";

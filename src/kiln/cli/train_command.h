@@ -42,6 +42,7 @@ struct TrainConfig {
   // --batch-size is then per rank (MindSpore's meaning).
   std::string parallel_mode = "stand_alone";
   double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
+  std::string profile;          // profile the training there (trace.json, report.html, ...)
 };
 
 struct TrainReport {
