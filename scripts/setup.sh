@@ -16,6 +16,7 @@ packages=(
   pybind11-dev python3-pytest  # the Python module kiln (python/) and its tests
   libopenblas0-pthread  # PyTorch's BLAS for the side-by-side benchmarks (the peer's best configuration)
   graphviz
+  chromium  # headless, for the profiler report test (tests/profile/report_test.cpp)
 )
 
 missing=()

@@ -27,8 +27,8 @@ using namespace kiln;
 namespace {
 // Eager per-op times (KILN_EAGER_PROFILE=1), to compare with KILN_GRAPH_PROFILE's.
 double g_op_ns[ops::kNumOps];
-void on_kernel(ops::OpKind k, std::span<const Tensor>, std::span<const Tensor>, int64_t b,
-               int64_t e) {
+void on_kernel(ops::OpKind k, std::span<const Tensor>, std::span<const Tensor>, const ops::Attrs&,
+               int64_t b, int64_t e) {
   g_op_ns[size_t(k)] += double(e - b);
 }
 // Resident set size now, in MiB (VmRSS of /proc/self/status).

@@ -56,7 +56,7 @@ std::atomic<int> g_kernels_seen{0};
 std::atomic<int> g_adds_seen{0};
 
 void count_kernel(ops::OpKind kind, std::span<const Tensor>, std::span<const Tensor>,
-                  int64_t begin_ns, int64_t end_ns) {
+                  const ops::Attrs&, int64_t begin_ns, int64_t end_ns) {
   ++g_kernels_seen;
   if (kind == ops::OpKind::add && end_ns >= begin_ns) ++g_adds_seen;
 }

@@ -11,6 +11,7 @@
 #include "kiln/cli/launch_command.h"
 #include "kiln/cli/predict_command.h"
 #include "kiln/cli/record_command.h"
+#include "kiln/cli/report_command.h"
 #include "kiln/cli/train_command.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     add_record_command(app);
     add_eval_command(app);
     add_predict_command(app);
+    add_report_command(app);
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();

@@ -33,6 +33,7 @@
 #include "kiln/optim/momentum.h"
 #include "kiln/optim/sgd.h"
 #include "kiln/parallel/data_parallel.h"
+#include "kiln/profile/profiler.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/model.h"
@@ -320,7 +321,16 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
             .save_at_epoch_end = true,
             .metadata = to_checkpoint_metadata({c.model, info, train_data.normalization})}));
   }
+  std::unique_ptr<Profiler> profiler;
+  if (!c.profile.empty()) {
+    profiler = std::make_unique<Profiler>(ProfilerOptions{.output_path = c.profile});
+    profiler->annotate("command", "kiln train --model " + c.model + " --mode " + c.mode +
+                                      " --batch-size " + std::to_string(c.batch_size) +
+                                      " --amp-level " + c.amp_level);
+    profiler->annotate("kernel threads", std::to_string(num_threads()));
+  }
   model.train(epochs, train_ds, callbacks, options);
+  if (profiler) out << "profile written: " << profiler->analyse() << "\n";
   auto result = model.eval(test_ds, {"accuracy", "loss"});
 
   TrainReport r;
@@ -473,6 +483,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--compile-log", *compile_log,
                   "on | off: graph mode's stderr line per compiled graph (default on)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--profile", c->profile,
+                  "Profile the training into this folder: trace.json (Perfetto), ops.csv, "
+                  "steps.csv and report.html (rebuild it with `kiln report DIR`)");
   cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, compile_log, action] {
     if (!config_file->empty()) apply_yaml_config(*cmd, *config_file, "kiln train");
     c->graph_kernel = *graph_kernel == "on";

@@ -1,6 +1,7 @@
 // Compiling a traced graph (run_passes, the memory plan, bind: each in its own file) and
 // launching it: a step checks and takes its inputs, then walks the precomputed launches.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +23,14 @@
 namespace kiln::graph {
 namespace {
 
+std::atomic<uint64_t> g_executables_made{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -29,7 +38,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Executable::Executable(Graph graph, const CompileOptions& options)
-    : graph_(std::move(graph)), options_(options) {
+    : graph_(std::move(graph)), options_(options), id_(++g_executables_made) {
   auto t0 = std::chrono::steady_clock::now();
   graph_.verify();
   report_.nodes_traced = graph_.num_live_nodes();
@@ -207,10 +216,12 @@ void Executable::start(std::span<const Tensor> inputs) {
 
 void Executable::launch(size_t begin, size_t end) {
   ops::NoGradGuard no_grad;
+  // KILN_GRAPH_PROFILE and the profiler's observer share one pair of clock reads per launch.
+  const LaunchObserver observer = launch_observer();
+  const bool timed = profile_ || observer != nullptr;
   for (size_t li = begin; li < end; ++li) {
     Launch& l = launches_[li];
-    auto lt0 =
-        profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    const int64_t launch_begin = timed ? now_ns() : 0;
     switch (l.kind) {
       case Launch::Kind::kernel:
         if (l.reseed) l.attrs.seed = int64_t(default_generator().next_u64() >> 1);
@@ -235,9 +246,10 @@ void Executable::launch(size_t begin, size_t end) {
         l.special->run(l.in, l.out);
         break;
     }
-    if (profile_ && steps_run_ > 1) {
-      launch_ns_[li] +=
-          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - lt0).count();
+    if (timed) {
+      const int64_t launch_end = now_ns();
+      if (profile_ && steps_run_ > 1) launch_ns_[li] += double(launch_end - launch_begin);
+      if (observer != nullptr) observer(*this, li, launch_begin, launch_end);
     }
     for (size_t j = 0; j < l.out.size(); ++j) {
       if (l.out[j].defined() && l.out[j].raw_data() != l.out_data[j]) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/graph/ir.h"
+#include "kiln/graph/launch_observer.h"
 #include "kiln/graph/memory_plan.h"
 
 namespace kiln::graph {
@@ -106,6 +107,11 @@ class Executable {
   // Per-launch times summed over the steps run so far, grouped by kernel label, longest first
   // (collected only when KILN_GRAPH_PROFILE is set in the environment).
   std::string profile_summary() const;
+  // A number no other Executable of this process has (the profiler keys launches by it).
+  uint64_t id() const { return id_; }
+  size_t num_launches() const;
+  // What launch i runs, for the profiler (launch_info.cpp).
+  LaunchInfo launch_info(size_t i) const;
   // Whether inputs with these metas can run without recompiling.
   bool accepts(std::span<const Tensor> inputs) const;
 
@@ -142,8 +148,9 @@ class Executable {
   bool profile_ = false;
   std::vector<double> launch_ns_;  // per launch, when profiling
   int64_t steps_run_ = 0;          // to notice a replaced storage
-  size_t first_update_ = 0;        // updates_last: the launches from here on are the updates
-  bool updates_pending_ = false;   // run_until_updates() ran, run_updates() may follow
+  uint64_t id_ = 0;
+  size_t first_update_ = 0;       // updates_last: the launches from here on are the updates
+  bool updates_pending_ = false;  // run_until_updates() ran, run_updates() may follow
 };
 
 // The pass pipeline (pass_pipeline.cpp, one list in the order the passes run): clean-up, fusion,

@@ -134,7 +134,7 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
     for (size_t i = 0; i < out_metas.size(); ++i) outputs[i] = allocate(out_metas[i]);
     def.kernel(inputs, outputs, attrs);
   }
-  if (on_kernel) on_kernel(kind, inputs, outputs, begin, now_ns());
+  if (on_kernel) on_kernel(kind, inputs, outputs, attrs, begin, now_ns());
 
   // 2. The autograd tape records what the kernel computed.
   if (t_grad_enabled && def.grad) {

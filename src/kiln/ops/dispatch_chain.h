@@ -35,9 +35,11 @@ using TapeInterceptor = void (*)(OpKind, std::span<const Tensor> inputs,
 // 3. Records an op with a traced input and returns its symbolic outputs.
 using TraceInterceptor = std::vector<Tensor> (*)(OpKind, std::span<const Tensor> inputs,
                                                  const Attrs&, std::span<const TensorMeta> outputs);
-// Observer: one eagerly run kernel (or view), with its steady-clock begin and end.
+// Observer: one eagerly run kernel (or view), with its attributes (for the op's cost) and its
+// steady-clock begin and end.
 using KernelObserver = void (*)(OpKind, std::span<const Tensor> inputs,
-                                std::span<const Tensor> outputs, int64_t begin_ns, int64_t end_ns);
+                                std::span<const Tensor> outputs, const Attrs&, int64_t begin_ns,
+                                int64_t end_ns);
 
 class DispatchChain {
  public:

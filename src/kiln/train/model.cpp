@@ -10,6 +10,7 @@
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
 #include "kiln/train/compiled_step.h"
+#include "kiln/train/step_trace.h"
 
 namespace kiln::train {
 namespace {
@@ -34,6 +35,12 @@ float scalar_loss(const Tensor& loss) {
   }
   if (loss.dtype() == DType::f32) return *static_cast<const float*>(loss.raw_data());
   return loss.to_vector<float>()[0];
+}
+
+// The iterator's next row, timed as the step's wait for data.
+bool next_batch(data::TupleIterator& it, std::vector<Tensor>& row) {
+  PhaseScope phase(StepPhase::data_wait);
+  return it.next(row);
 }
 
 void check_row(const std::vector<Tensor>& row, const char* what) {
@@ -110,6 +117,7 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
   optimizer_->prepare_step();
   Tensor loss;
   {
+    PhaseScope phase(StepPhase::forward);
     std::optional<amp::AutocastScope> autocast;
     if (amp_.level != amp::AmpLevel::O0) autocast.emplace(amp_);
     loss = loss_fn_->construct(network_->construct(data), label);
@@ -118,23 +126,34 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
   // Data parallel: each gradient goes to its bucket as the backward makes it; finish() returns
   // them reduced over the ranks.
   auto gradients = [&](const Tensor& seed) {
-    if (!reducer_) return autograd::grad(loss, params_, seed);
-    autograd::grad(loss, params_, seed, false,
-                   [this](size_t i, const Tensor& g) { reducer_->ready(i, g); });
+    if (!reducer_) {
+      PhaseScope phase(StepPhase::backward);
+      return autograd::grad(loss, params_, seed);
+    }
+    {
+      PhaseScope phase(StepPhase::backward);
+      autograd::grad(loss, params_, seed, false,
+                     [this](size_t i, const Tensor& g) { reducer_->ready(i, g); });
+    }
+    PhaseScope phase(StepPhase::communication);
     return reducer_->finish();
   };
   if (!loss_scale_) {
-    optimizer_->apply(gradients(Tensor()));
+    std::vector<Tensor> grads = gradients(Tensor());
+    PhaseScope phase(StepPhase::update);
+    optimizer_->apply(grads);
+    optimizer_->advance();
   } else {
     double scale = loss_scale_->scale();
     std::vector<Tensor> grads = gradients(Tensor::full(loss.shape(), scale, loss.dtype()));
+    PhaseScope phase(StepPhase::update);
     if (loss_scale_->update(amp::has_overflow(grads))) {
       NoGradGuard no_grad;
       for (Tensor& g : grads) g = ops::mul_scalar(g, 1.0 / scale);
       optimizer_->apply(grads);
     }
+    optimizer_->advance();
   }
-  optimizer_->advance();
   return value;
 }
 
@@ -147,7 +166,21 @@ float Model::graph_step(const Tensor& data, const Tensor& label) {
     if (!options_.compile_log || (parallel::data_parallel_active() && comm::rank() != 0))
       compiled_->set_verbose(false);
   }
-  return scalar_loss(compiled_->run(data, label));
+  Tensor loss;
+  {
+    PhaseScope phase(StepPhase::graph_step);
+    loss = compiled_->run(data, label);
+  }
+  StepTraceSink* tracer = step_trace_sink();
+  if (tracer && compiled_->compiles() != compiles_traced_) {
+    compiles_traced_ = compiled_->compiles();
+    tracer->compiled(compiled_->executable(), compiles_traced_,
+                     compiles_traced_ == 1 ? "first step"
+                                           : "new input shape " + describe(data) +
+                                                 " (a partial last batch: drop_remainder=True "
+                                                 "avoids it)");
+  }
+  return scalar_loss(loss);
 }
 
 int64_t Model::skipped_steps() const {
@@ -196,8 +229,16 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
   const bool graph = get_context().mode == GRAPH_MODE;
 
   auto for_each_callback = [&](void (Callback::*hook)(RunContext&)) {
+    if (callbacks.empty()) return;
+    PhaseScope phase(StepPhase::callbacks);
     for (const CallbackPtr& cb : callbacks) ((*cb).*hook)(ctx);
   };
+  // A profiler sees each step from where the previous one ended, and the pipeline's statistics
+  // every few steps.
+  StepTraceSink* const tracer = step_trace_sink();
+  int64_t step_begin_ns = tracer ? trace_clock_ns() : 0;
+  int64_t pipeline_sampled_ns = 0;
+  constexpr int64_t kPipelineSampleNs = 20'000'000;
 
   const bool replay = options.replay_skipped_epochs;
   data::TupleIterator it = train_dataset.create_tuple_iterator(
@@ -216,7 +257,7 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
     for_each_callback(&Callback::on_train_epoch_begin);
     int64_t skip = epoch == options.initial_epoch ? options.initial_step : 0;
     int64_t in_sink = 0;
-    bool more = it.next(row);
+    bool more = next_batch(it, row);
     for (; more && skip > 0; --skip) {
       ++params.cur_step_in_epoch;
       more = it.next(row);
@@ -231,7 +272,7 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
       ++steps_run;
       ++in_sink;
       stop = ctx.get_stop_requested() || (options.max_steps >= 0 && steps_run >= options.max_steps);
-      more = !stop && it.next(row);
+      more = !stop && next_batch(it, row);
       bool sink_done = !more || (sink_size > 0 && in_sink >= sink_size);
       if (!sink || sink_done) {
         params.steps_this_sink = in_sink;
@@ -239,6 +280,15 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
         for_each_callback(&Callback::on_train_step_end);
         stop = stop || ctx.get_stop_requested();
         if (stop && more) more = false;
+      }
+      if (tracer) {
+        const int64_t now = trace_clock_ns();
+        tracer->step(optimizer_->global_step(), params.batch_size, step_begin_ns, now);
+        step_begin_ns = now;
+        if (now - pipeline_sampled_ns >= kPipelineSampleNs || !more) {
+          tracer->pipeline(it.stats(), now);
+          pipeline_sampled_ns = now;
+        }
       }
     }
     if (params.batch_num < 0) params.batch_num = params.cur_step_in_epoch;

@@ -103,6 +103,7 @@ class Model {
   std::unique_ptr<CompiledTrainStep> compiled_;         // created on the first graph-mode step
   std::unique_ptr<parallel::GradientReducer> reducer_;  // eager data parallelism
   bool joined_ = false;                                 // join_data_parallel ran
+  int compiles_traced_ = 0;  // compiled graphs a profiler (step_trace.h) was told of
 };
 
 }  // namespace kiln::train

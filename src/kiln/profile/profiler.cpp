@@ -1,0 +1,302 @@
+#include "kiln/profile/profiler.h"
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "kiln/comm/communicator.h"
+#include "kiln/core/allocator.h"
+#include "kiln/core/error.h"
+#include "kiln/graph/dump.h"
+#include "kiln/ops/dispatch_chain.h"
+#include "kiln/profile/raw_files.h"
+#include "kiln/profile/report.h"
+
+namespace kiln {
+namespace {
+
+std::atomic<uint32_t> g_threads_seen{0};
+thread_local int64_t t_thread = -1;
+
+std::string describe_metas(std::span<const ops::TensorMeta> inputs,
+                           std::span<const ops::TensorMeta> outputs) {
+  std::string s;
+  for (const ops::TensorMeta& m : inputs) {
+    s += std::string(dtype_name(m.dtype)) + m.shape.str() + " ";
+  }
+  s += "->";
+  for (const ops::TensorMeta& m : outputs)
+    s += " " + std::string(dtype_name(m.dtype)) + m.shape.str();
+  return s;
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  return (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+}
+
+// An eager launch's signature key: the op, its input metas and its attributes.
+uint64_t eager_key(ops::OpKind kind, std::span<const Tensor> inputs, const ops::Attrs& attrs) {
+  uint64_t h = mix(0xcbf29ce484222325ull, uint64_t(kind));
+  for (const Tensor& t : inputs) {
+    h = mix(h, uint64_t(t.dtype()) + 0x100 * uint64_t(t.rank()));
+    for (int64_t d : t.shape().dims()) h = mix(h, uint64_t(d));
+  }
+  return mix(h, ops::hash_attrs(attrs));
+}
+
+std::map<std::string, double> report_counts(const graph::CompileReport& r) {
+  return {{"trace_ms", r.trace_ms},
+          {"compile_ms", r.compile_ms},
+          {"nodes_traced", double(r.nodes_traced)},
+          {"nodes_compiled", double(r.nodes_compiled)},
+          {"launches", double(r.launches)},
+          {"folded", r.folded},
+          {"simplified", r.simplified},
+          {"cse_merged", r.cse_merged},
+          {"dce_removed", r.dce_removed},
+          {"fused_elementwise", r.fused_elementwise},
+          {"fused_epilogue", r.fused_epilogue},
+          {"fused_reduction", r.fused_reduction},
+          {"fused_bn_relu", r.fused_bn_relu},
+          {"fused_bn_relu_conv", r.fused_bn_relu_conv},
+          {"fused_update", r.fused_update},
+          {"fused_pooled_conv_grad", r.fused_pooled_conv_grad},
+          {"arena_bytes", double(r.arena_bytes)},
+          {"live_bytes_peak", double(r.live_bytes_peak)},
+          {"unplanned_bytes", double(r.unplanned_bytes)},
+          {"workspace_bytes", double(r.workspace_bytes)}};
+}
+
+}  // namespace
+
+// Receives every observer's calls; one lock guards the records (kernels may run on several
+// threads: data pipeline workers run ops too).
+class Profiler::Collector final : public train::StepTraceSink {
+ public:
+  explicit Collector(bool profile_memory) : profile_memory_(profile_memory) {}
+
+  // The collecting profiler's collector (null: none). An observer call already past this load
+  // when the profiler stops still finishes: stop() before destroying the profiler, and stop
+  // while no other thread runs ops, as analyse() after training does.
+  static std::atomic<Collector*>& active() {
+    static std::atomic<Collector*> collector{nullptr};
+    return collector;
+  }
+
+  static uint32_t thread_number() {
+    if (t_thread < 0) t_thread = g_threads_seen.fetch_add(1);
+    return uint32_t(t_thread);
+  }
+
+  void begin() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      local_thread(thread_number());  // the starting thread is thread 0 of the trace
+    }
+    allocator::reset_peak();
+    data_.start_ns = train::trace_clock_ns();
+    sample_memory(data_.start_ns);
+  }
+  void end() {
+    const int64_t now = train::trace_clock_ns();
+    sample_memory(now);
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_.stop_ns = now;
+    data_.allocator_peak_bytes = allocator::stats().peak_bytes;
+    data_.threads = int(local_threads_.size());
+  }
+
+  static void on_kernel(ops::OpKind kind, std::span<const Tensor> inputs,
+                        std::span<const Tensor> outputs, const ops::Attrs& attrs, int64_t begin_ns,
+                        int64_t end_ns) {
+    Collector* self = active().load(std::memory_order_acquire);
+    if (self) self->kernel(kind, inputs, outputs, attrs, begin_ns, end_ns);
+  }
+  static void on_launch(const graph::Executable& exe, size_t launch, int64_t begin_ns,
+                        int64_t end_ns) {
+    Collector* self = active().load(std::memory_order_acquire);
+    if (self) self->graph_launch(exe, launch, begin_ns, end_ns);
+  }
+
+  void phase(train::StepPhase phase, int64_t begin_ns, int64_t end_ns) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_.phases.push_back({phase, begin_ns, end_ns});
+  }
+  void step(int64_t global_step, int64_t batch_size, int64_t begin_ns, int64_t end_ns) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      data_.steps.push_back({global_step, batch_size, begin_ns, end_ns});
+    }
+    sample_memory(end_ns);
+  }
+  void compiled(const graph::Executable& exe, int compiles, const std::string& reason) override {
+    CompileEvent event;
+    event.at_ns = train::trace_clock_ns();
+    event.compiles = compiles;
+    event.reason = reason;
+    event.report = exe.report().str();
+    event.counts = report_counts(exe.report());
+    event.graph_text = exe.graph().str();
+    event.graph_dot = graph::to_dot(exe.graph(), "compiled training step");
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_.compiles.push_back(std::move(event));
+  }
+  void pipeline(const data::PipelineStats& stats, int64_t at_ns) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_.pipeline.push_back({at_ns, stats});
+  }
+
+  void annotate(const std::string& key, const std::string& value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_.annotations[key] = value;
+  }
+  const profile::Collection& data() const { return data_; }
+
+ private:
+  using CompileEvent = profile::CompileEvent;
+
+  void kernel(ops::OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+              const ops::Attrs& attrs, int64_t begin_ns, int64_t end_ns) {
+    const uint64_t key = eager_key(kind, inputs, attrs);
+    const uint32_t global_thread = thread_number();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const uint32_t thread = local_thread(global_thread);
+      auto it = eager_signatures_.find(key);
+      if (it == eager_signatures_.end()) {
+        it =
+            eager_signatures_.emplace(key, add_eager_signature(kind, inputs, outputs, attrs)).first;
+      }
+      data_.ops.push_back({it->second, thread, begin_ns, end_ns});
+    }
+    if (profile_memory_) sample_memory(end_ns);
+  }
+
+  uint32_t add_eager_signature(ops::OpKind kind, std::span<const Tensor> inputs,
+                               std::span<const Tensor> outputs, const ops::Attrs& attrs) {
+    std::vector<ops::TensorMeta> in, out;
+    for (const Tensor& t : inputs) in.push_back(ops::meta_of(t));
+    for (const Tensor& t : outputs) out.push_back(ops::meta_of(t));
+    const ops::OpDef& def = ops::op_def(kind);
+    profile::OpSignature s;
+    s.name = std::string(def.name);
+    s.mode = "eager";
+    s.shapes = describe_metas(in, out);
+    s.kernel = def.view ? "view" : "eager kernel";
+    if (def.cost) {
+      ops::Cost cost = def.cost(in, out, attrs);
+      s.flops = cost.flops;
+      s.bytes = cost.bytes;
+    }
+    data_.signatures.push_back(std::move(s));
+    return uint32_t(data_.signatures.size() - 1);
+  }
+
+  void graph_launch(const graph::Executable& exe, size_t launch, int64_t begin_ns, int64_t end_ns) {
+    const uint32_t global_thread = thread_number();
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uint32_t thread = local_thread(global_thread);
+    if (exe.id() != last_graph_) {
+      auto [it, added] = graph_signatures_.emplace(exe.id(), uint32_t(data_.signatures.size()));
+      if (added) {
+        for (size_t i = 0; i < exe.num_launches(); ++i) {
+          graph::LaunchInfo info = exe.launch_info(i);
+          profile::OpSignature s;
+          s.name = info.label;
+          s.mode = "graph";
+          s.shapes = describe_metas(info.inputs, info.outputs);
+          s.kernel = info.kernel;
+          s.node = info.node;
+          s.graph = exe.id();
+          s.flops = info.cost.flops;
+          s.bytes = info.cost.bytes;
+          data_.signatures.push_back(std::move(s));
+        }
+      }
+      last_graph_ = exe.id();
+      last_graph_base_ = it->second;
+    }
+    data_.ops.push_back({last_graph_base_ + uint32_t(launch), thread, begin_ns, end_ns});
+  }
+
+  // The trace's number for a thread: in the order this profiler first saw them (under mutex_).
+  uint32_t local_thread(uint32_t global) {
+    if (global == last_thread_global_) return last_thread_local_;
+    auto [it, added] = local_threads_.emplace(global, uint32_t(local_threads_.size()));
+    last_thread_global_ = global;
+    last_thread_local_ = it->second;
+    return it->second;
+  }
+
+  void sample_memory(int64_t at_ns) {
+    const MemoryStats stats = allocator::stats();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!data_.memory.empty() && data_.memory.back().in_use_bytes == stats.in_use_bytes &&
+        data_.memory.back().peak_bytes == stats.peak_bytes) {
+      return;
+    }
+    data_.memory.push_back({at_ns, stats.in_use_bytes, stats.peak_bytes});
+  }
+
+  const bool profile_memory_;
+  std::unordered_map<uint32_t, uint32_t> local_threads_;
+  uint32_t last_thread_global_ = UINT32_MAX, last_thread_local_ = 0;
+  std::mutex mutex_;
+  profile::Collection data_;
+  std::unordered_map<uint64_t, uint32_t> eager_signatures_;
+  std::unordered_map<uint64_t, uint32_t> graph_signatures_;
+  uint64_t last_graph_ = 0;
+  uint32_t last_graph_base_ = 0;
+};
+
+Profiler::Profiler(ProfilerOptions options)
+    : options_(std::move(options)), output_path_(options_.output_path) {
+  if (output_path_.empty()) throw Error("Profiler: output_path is empty");
+  if (comm::size() > 1) output_path_ += "/rank" + std::to_string(comm::rank());
+  collector_ = std::make_unique<Collector>(options_.profile_memory);
+  if (options_.start_profile) start();
+}
+
+Profiler::~Profiler() {
+  stop();
+}
+
+void Profiler::start() {
+  if (running_) return;
+  Collector* none = nullptr;
+  if (!Collector::active().compare_exchange_strong(none, collector_.get())) {
+    throw Error("Profiler: another profiler is collecting; stop it (analyse() or stop()) first");
+  }
+  collector_->begin();
+  ops::dispatch_chain().set_kernel_observer(&Collector::on_kernel);
+  graph::set_launch_observer(&Collector::on_launch);
+  train::set_step_trace_sink(collector_.get());
+  running_ = true;
+}
+
+void Profiler::stop() {
+  if (!running_) return;
+  ops::dispatch_chain().set_kernel_observer(nullptr);
+  graph::set_launch_observer(nullptr);
+  train::set_step_trace_sink(nullptr);
+  Collector::active().store(nullptr);
+  collector_->end();
+  running_ = false;
+}
+
+std::string Profiler::analyse() {
+  stop();
+  profile::write_raw_files(collector_->data(), output_path_);
+  return profile::write_report(output_path_);
+}
+
+void Profiler::annotate(const std::string& key, const std::string& value) {
+  collector_->annotate(key, value);
+}
+
+const profile::Collection& Profiler::collection() const {
+  return collector_->data();
+}
+
+}  // namespace kiln
