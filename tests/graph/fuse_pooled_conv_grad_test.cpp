@@ -53,7 +53,7 @@ void expect_fused(const Case& c, uint64_t seed) {
   ASSERT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1) << g.str();
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::conv2d_backward_weights)), 0);
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::conv2d_backward_data)), 0);
-  EXPECT_EQ(fused.exe->report().fused_pooled_conv_grad, 1);
+  EXPECT_EQ(fused.exe->report().fused("pooled_conv_grad"), 1);
 }
 
 struct NamedCase {
@@ -192,7 +192,7 @@ TEST(FusePooledConvGrad, FirstLayerForwardKeepsWinnersInsteadOfTheReluOutput) {
       EXPECT_EQ(count_nodes(g, NodeType::conv_relu_pool), 1) << g.str();
       EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1) << g.str();
       EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::max_pool2d)), 0);
-      EXPECT_EQ(fused.exe->report().recording_pools, 1);
+      EXPECT_EQ(fused.exe->report().fused("recording_pools"), 1);
       // The pooled forward output is the same maxima of the same convolution: bit for bit.
       Compiled plain = compile_and_run(first_layer(bias), in, {.fusion = false});
       EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
@@ -257,7 +257,7 @@ SecondLayerRun run_second_layer(const std::vector<Tensor>& in, bool pooled_also_
   const Graph& g = r.fused.exe->graph();
   EXPECT_EQ(count_nodes(g, forward), 1) << g.str();
   EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
-  EXPECT_EQ(r.fused.exe->report().recording_pools, 1);
+  EXPECT_EQ(r.fused.exe->report().fused("recording_pools"), 1);
   for (NodeId id : g.schedule()) {
     if (g.node(id).type != forward) continue;
     EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,

@@ -50,9 +50,8 @@ class WorkspaceCarver {
   size_t bytes_ = 0;
 };
 
-// Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
-// bn_stats, bn_relu_conv, fused_reduction, fused_update, reorder, pooled_conv_grad,
-// conv_relu_pool, pool_winners or relu_mask) over the tensors it will be run with.
+// Builds the kernel for `node` (a fused node type: the kernel graph/fusion_list.h names for it;
+// or reorder, relu_mask) over the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 
@@ -146,9 +145,24 @@ std::shared_ptr<SpecialKernel> make_blocked_spatial_kernel(const Node& node,
 std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,
                                                            std::span<const Tensor> inputs,
                                                            std::span<const Tensor> outputs);
+// conv2d/matmul with post-ops (or plain) on a oneDNN primitive built once (kernels/epilogue.cpp).
 std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
                                                     std::span<const Tensor> inputs,
                                                     std::span<const Tensor> outputs);
+// epilogue nodes: max_pool2d_grad + relu_grad on the pooling kernel, a one-input-channel conv on
+// its own kernel, the rest on make_epilogue_kernel (fused_kernels.cpp).
+std::shared_ptr<SpecialKernel> make_epilogue_node_kernel(const Node& node,
+                                                         std::span<const Tensor> inputs,
+                                                         std::span<const Tensor> outputs);
+// conv_relu_pool nodes: make_conv_relu_pool_kernel for one input channel where that kernel
+// runs, else make_chunked_conv_relu_pool_kernel (fused_kernels.cpp).
+std::shared_ptr<SpecialKernel> make_conv_relu_pool_node_kernel(const Node& node,
+                                                               std::span<const Tensor> inputs,
+                                                               std::span<const Tensor> outputs);
+// fused_elementwise nodes: the chain on the pointwise engine (fused_elementwise.cpp).
+std::shared_ptr<SpecialKernel> make_fused_elementwise_kernel(const Node& node,
+                                                             std::span<const Tensor> inputs,
+                                                             std::span<const Tensor> outputs);
 std::shared_ptr<SpecialKernel> make_bn_relu_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 // bn_stats and bn_relu_conv (kernels/bn_relu_conv.cpp).
