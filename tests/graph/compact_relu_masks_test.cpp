@@ -1,7 +1,7 @@
 // The relu masks pass: a relu output the backward reads last only for the relu's gradient is
 // kept as bytes after its last other reader.
 #include "graph_test_util.h"
-#include "kiln/graph/dump.h"
+#include "kiln/graph/detail/dump.h"
 
 namespace kiln::graph {
 namespace {

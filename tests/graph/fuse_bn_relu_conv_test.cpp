@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 
 namespace kiln::graph {

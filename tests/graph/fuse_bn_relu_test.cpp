@@ -1,7 +1,7 @@
 #include <functional>
 
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {

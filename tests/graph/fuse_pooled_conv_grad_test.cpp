@@ -3,8 +3,8 @@
 // pool's sparse gradient. The fused result must match the unfused graph and eager ops (the same
 // sums in another order: float rounding only), and the fusion must really happen.
 #include "graph_test_util.h"
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::graph {

@@ -1,4 +1,4 @@
-#include "kiln/graph/dump.h"
+#include "kiln/graph/detail/dump.h"
 
 #include <filesystem>
 #include <fstream>

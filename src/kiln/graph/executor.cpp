@@ -14,7 +14,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/random.h"
 #include "kiln/graph/detail/executor_internal.h"
-#include "kiln/graph/dump.h"
+#include "kiln/graph/detail/dump.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/kernels/copy.h"
 #include "kiln/ops/kernels/pointwise.h"

@@ -1,4 +1,4 @@
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 
 #include "kiln/core/error.h"
 #include "kiln/graph/fusions.h"

@@ -27,7 +27,7 @@
 
 // X(node_type, fusion, counted_as, kernel): each node type a fusion makes (graph/ir.h's
 // NodeType), the report's count it adds to (`uncounted`: none), and the function in
-// graph/fused_kernels.h that builds its kernel at bind time.
+// graph/detail/fused_kernels.h that builds its kernel at bind time.
 //
 //  fused_update       matmul accumulated straight into momentum_update's velocity (`op`): inputs
 //                     (p, a, v, b), writes v only; the parameter's step is a separate sgd_update

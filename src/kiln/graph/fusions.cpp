@@ -5,8 +5,8 @@
 #include <string>
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {

@@ -1,11 +1,11 @@
 // The pass pipeline: everything compiling does to a traced graph, in the order it runs. Each
-// pass is one file in passes/ (declared in passes/passes.h) with its own test in tests/graph/;
+// pass is one file in passes/ (declared in detail/passes.h) with its own test in tests/graph/;
 // the report counts what each did.
 #include <cstdlib>
 
 #include "kiln/graph/detail/executor_internal.h"
 #include "kiln/graph/fusions.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 

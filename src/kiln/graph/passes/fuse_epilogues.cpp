@@ -11,7 +11,7 @@
 //   y = relu(u)
 #include <algorithm>
 
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <array>
 
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
 namespace kiln::graph::passes {

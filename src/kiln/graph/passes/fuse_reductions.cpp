@@ -2,8 +2,8 @@
 // reduction: each chunk of the chain's result is reduced while still in cache. When other nodes
 // also read the chain's result (relu_grad feeding both a bias gradient and a matmul), the fused
 // kernel writes it as a second output in the same pass instead of re-reading it.
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -1,5 +1,5 @@
 // Algebraic simplification: identities that autodiff and layer code leave behind.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -1,5 +1,5 @@
 // Binary elementwise ops with NumPy broadcasting.
-#include "kiln/ops/elementwise/common.h"
+#include "kiln/ops/detail/elementwise_common.h"
 
 namespace kiln::ops {
 namespace {

@@ -1,7 +1,7 @@
 // Elementwise ops that gradient rules are written with. They are ops (not code inside the rules)
 // so graph mode can fuse them with their neighbours.
-#include "kiln/ops/elementwise/common.h"
-#include "kiln/ops/kernels/vmath.h"
+#include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/detail/vmath.h"
 
 namespace kiln::ops {
 namespace {

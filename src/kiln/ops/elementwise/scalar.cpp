@@ -1,8 +1,8 @@
 // Elementwise ops with a scalar operand (Attrs::scalar), so a constant needs no tensor.
 #include <cmath>
 
-#include "kiln/ops/elementwise/common.h"
-#include "kiln/ops/kernels/vmath.h"
+#include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/detail/vmath.h"
 
 namespace kiln::ops {
 namespace {

@@ -2,8 +2,8 @@
 // each compiles to AVX-512; gradients are written with other ops (functional.h).
 #include <cmath>
 
-#include "kiln/ops/elementwise/common.h"
-#include "kiln/ops/kernels/vmath.h"
+#include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/detail/vmath.h"
 
 namespace kiln::ops {
 namespace {

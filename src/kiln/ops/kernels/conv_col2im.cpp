@@ -1,4 +1,4 @@
-#include "kiln/ops/kernels/conv_col2im.h"
+#include "kiln/ops/detail/conv_col2im.h"
 
 #include <omp.h>
 

@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "kiln/ops/kernels/batch_norm_rows.h"
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

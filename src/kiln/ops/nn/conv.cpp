@@ -9,11 +9,11 @@
 // large ones (ops/dnnl/blocked_copy.h says why). Either costs a few µs against a conv of 100s
 // of µs.
 #include "kiln/ops/dnnl/blocked_copy.h"
-#include "kiln/ops/kernels/conv_col2im.h"
+#include "kiln/ops/detail/conv_col2im.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 #include "kiln/ops/kernels/reduce.h"
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

@@ -3,7 +3,7 @@
 // small terms.
 #include <cmath>
 
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

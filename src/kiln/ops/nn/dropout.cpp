@@ -2,7 +2,7 @@
 // (seed, element index) — a counter-based hash — so it does not depend on the thread count and
 // graph mode can replay it; the functional wrapper draws the seed from kiln::default_generator().
 #include "kiln/core/random.h"
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

@@ -2,7 +2,7 @@
 // scatter-add of the gradient rows into a zero table.
 #include <cstring>
 
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

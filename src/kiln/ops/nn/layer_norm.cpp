@@ -3,7 +3,7 @@
 // {y, mean, inv_std}; the statistics have the shape of the leading dims.
 #include <cmath>
 
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

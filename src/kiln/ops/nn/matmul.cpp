@@ -1,7 +1,7 @@
 // Matrix product over the last two dims, batched over broadcast leading dims, on oneDNN.
 // transpose_a/transpose_b are expressed as strides, so neither the forward nor the gradients
 // (which use the transposed forms) ever copy an operand.
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

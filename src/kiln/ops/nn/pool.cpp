@@ -9,7 +9,7 @@
 // max_pool_grad.h), anything else by recomputing oneDNN's forward (training mode, workspace into
 // scratch) and running its backward primitive.
 #include "kiln/ops/kernels/max_pool_grad.h"
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

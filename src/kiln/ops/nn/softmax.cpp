@@ -1,6 +1,6 @@
 // Softmax and log-softmax along one axis, and their backward ops, on oneDNN (softmax_v2: one
 // primitive family for both, any axis, any strides).
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
-#include "kiln/ops/reduce/axes.h"
+#include "kiln/ops/detail/reduce_axes.h"
 
 namespace kiln::ops {
 namespace {

@@ -5,7 +5,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
-#include "kiln/ops/shape/slice_spec.h"
+#include "kiln/ops/detail/slice_spec.h"
 
 namespace kiln::ops {
 namespace {
