@@ -26,7 +26,7 @@ GraphFn pooled_conv_backward(const Case& c) {
     ops::Attrs pool;
     pool.kernel = {2, 2};
     pool.stride = {2, 2};
-    Tensor g = ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool);
+    Tensor g = ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool);
     if (c.relu_mask) g = ops::relu_grad(g, r);
     const ops::Conv2dOptions opt{.padding = {c.pad, c.pad}};
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w_shape, c.bias, opt);
@@ -137,8 +137,8 @@ TEST(FusePooledConvGrad, LeavesOtherShapesAndReadersAlone) {
       std::vector<Tensor> out = pooled_conv_backward(base)(in);
       ops::Attrs pool;
       pool.kernel = pool.stride = {2, 2};
-      out.push_back(
-          ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool), in[1]));
+      out.push_back(ops::relu_grad(
+          ops::call_one_output(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool), in[1]));
       return out;
     };
     Compiled c = expect_fused_matches(fn, inputs_for(base, 6), 1e-4, 1e-4);
@@ -168,7 +168,8 @@ GraphFn first_layer(bool bias) {
     Tensor p = ops::max_pool2d(r, {});
     ops::Attrs pool;
     pool.kernel = pool.stride = {2, 2};
-    Tensor g = ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
+    Tensor g =
+        ops::relu_grad(ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w.shape(), bias, opt);
     if (!bias) out.resize(1);
     out.insert(out.begin(), p);
@@ -226,7 +227,8 @@ GraphFn second_layer(bool pooled_also_returned) {
     ops::Attrs pool;
     pool.kernel = pool.stride = {2, 2};
     Tensor dyp = ops::reshape(dflat, p.shape());
-    Tensor g = ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
+    Tensor g =
+        ops::relu_grad(ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w.shape(), true, {});
     out.push_back(ops::conv2d_backward_data(g, w, x.shape(), {}));
     out.insert(out.begin(), flat);
@@ -274,7 +276,8 @@ SecondLayerRun run_second_layer(const std::vector<Tensor>& in, bool pooled_also_
 // the pooled output becomes a view of it.
 TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
   for (bool pooled_also_returned : {false, true}) {
-    run_second_layer(second_layer_inputs(5, 31), pooled_also_returned, NodeType::pool_winners);
+    run_second_layer(second_layer_inputs(5, 31), pooled_also_returned,
+                     NodeType::max_pool_with_winners);
   }
 }
 
@@ -288,7 +291,7 @@ TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce)
   for (bool pooled_also_returned : {false, true}) {
     const std::vector<Tensor> in = second_layer_inputs(64, 41);
     SecondLayerRun r = run_second_layer(in, pooled_also_returned, NodeType::conv_relu_pool);
-    EXPECT_EQ(count_nodes(r.fused.exe->graph(), NodeType::pool_winners), 0);
+    EXPECT_EQ(count_nodes(r.fused.exe->graph(), NodeType::max_pool_with_winners), 0);
     // The 400 KiB relu output is never in the arena.
     EXPECT_LT(r.fused.exe->report().arena_bytes, r.plain.exe->report().arena_bytes);
     // Each chunk's convolution output is in the workspace: the kernel writes it before it reads.

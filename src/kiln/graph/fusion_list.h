@@ -48,8 +48,8 @@
 //  conv_relu_pool     conv2d + relu + 2×2/2 max_pool2d forward: outputs (pooled, winners: u8, the
 //                     pool's choices for pooled_conv_grad), the relu output never whole (one input
 //                     channel: Kiln's kernel; more: oneDNN's in batch chunks); attrs are the
-//                     conv's; pooled may be row-major as for pool_winners
-//  pool_winners       2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
+//                     conv's; pooled may be row-major as for max_pool_with_winners
+//  max_pool_with_winners       2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
 //                     outputs (pooled, winners); pooled may be row-major where a flattening
 //                     reshape reads it
 //  fused_elementwise  a chain of elementwise ops in one pass over memory (`chain`)
@@ -64,7 +64,7 @@
   X(bn_relu_conv,      bn_relu_conv,     bn_relu_conv,     make_bn_relu_conv_kernel)           \
   X(pooled_conv_grad,  pooled_conv_grad, pooled_conv_grad, make_pooled_conv_grad_kernel)       \
   X(conv_relu_pool,    pooled_conv_grad, recording_pools,  make_conv_relu_pool_node_kernel)    \
-  X(pool_winners,      pooled_conv_grad, recording_pools,  make_pool_winners_kernel)           \
+  X(max_pool_with_winners,      pooled_conv_grad, recording_pools,  make_max_pool_with_winners_kernel)           \
   X(fused_elementwise, elementwise,      elementwise,      make_fused_elementwise_kernel)      \
   X(fused_reduction,   reductions,       reductions,       make_reduction_kernel)
 // clang-format on

@@ -239,7 +239,7 @@ std::string node_label(const Node& node) {
     case NodeType::reorder:
       return ops::output_is_nchw16c(node.attrs, 0) ? "reorder[nhwc->nChw16c]"
                                                    : "reorder[nChw16c->nhwc]";
-    case NodeType::pool_winners:
+    case NodeType::max_pool_with_winners:
       return "max_pool2d+winners";
     case NodeType::relu_mask:
       return "relu_mask";

@@ -65,7 +65,7 @@ bool can_precompile(const Node& node, std::span<const Tensor> inputs,
 struct ReductionGeometry {
   int64_t outer = 1, reduced = 1, inner = 1;
 };
-// The dims of `in` that sum/mean (attrs.axes; empty: all) or sum_to (attrs.shape) reduce.
+// The dims of `in` that sum/mean (attrs.axes; empty: all) or sum_to_shape (attrs.shape) reduce.
 std::vector<bool> reduction_mask(ops::OpKind op, const ops::Attrs& attrs,
                                  const ops::TensorMeta& in);
 // Whether reducing `in` over `mask` has that form; fills g when it does.
@@ -109,7 +109,7 @@ std::shared_ptr<SpecialKernel> make_relu_mask_kernel(const Node& node,
                                                      std::span<const Tensor> outputs);
 // The 2×2/2 max pool of n channels-last f32 images [h, w, c] that records each window's winner
 // (u8, channels-last) for pooled_conv_grad; pooled is written channels-last or row-major (NCHW).
-// Threads split the images (kernels/pool_winners.cpp; AVX-512 builds only).
+// Threads split the images (kernels/max_pool_with_winners.cpp; AVX-512 builds only).
 void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
                            float* pooled, bool pooled_row_major, uint8_t* winners);
 // How many images a conv_relu_pool node on oneDNN's convolution runs at a time, its output of
@@ -122,10 +122,11 @@ int64_t conv_pool_chunk(int64_t batch, int64_t out_bytes_per_image);
 std::shared_ptr<SpecialKernel> make_chunked_conv_relu_pool_kernel(const Node& node,
                                                                   std::span<const Tensor> inputs,
                                                                   std::span<const Tensor> outputs);
-// pool_winners nodes: the max pool that records the winners (kernels/pool_winners.cpp).
-std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
-                                                        std::span<const Tensor> inputs,
-                                                        std::span<const Tensor> outputs);
+// max_pool_with_winners nodes: the max pool that records the winners
+// (kernels/max_pool_with_winners.cpp).
+std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& node,
+                                                                 std::span<const Tensor> inputs,
+                                                                 std::span<const Tensor> outputs);
 
 // Elementwise nodes with per-(sample, channel) or scalar operands, and mean/sum over H, W, that
 // read blocked nChw16c activations (see kernels/blocked_spatial.cpp): whether this node, bound
