@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "graph_test_util.h"
-#include "kiln/graph/fused_elementwise.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_elementwise.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/pointwise.h"
 
 namespace kiln::graph {

@@ -2,7 +2,7 @@
 
 #include "graph_test_util.h"
 #include "kiln/core/random.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {

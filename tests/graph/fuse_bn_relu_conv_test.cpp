@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 
 namespace kiln::graph {
@@ -71,8 +71,8 @@ TEST(FuseBnReluConv, FusesAndTrainsBitForBitAsWithout) {
                                (block_layout ? ", blocked layout" : ", channels-last");
       Trained fused = train(channels, true, block_layout);
       Trained plain = train(channels, false, block_layout);
-      EXPECT_EQ(fused.report.fused_bn_relu_conv, 2) << what;
-      EXPECT_EQ(plain.report.fused_bn_relu_conv, 0) << what;
+      EXPECT_EQ(fused.report.fused("bn_relu_conv"), 2) << what;
+      EXPECT_EQ(plain.report.fused("bn_relu_conv"), 0) << what;
       EXPECT_EQ(count_nodes(fused.graph, NodeType::bn_stats), 1) << what;
       EXPECT_EQ(count_nodes(fused.graph, NodeType::bn_relu), 0) << what;
       EXPECT_EQ(count_nodes(plain.graph, NodeType::bn_relu), 1) << what;
@@ -111,14 +111,14 @@ TEST(FuseBnReluConv, OtherReadersKeepTheReluOutput) {
     tracer.finish();
   }
   Executable exe(std::move(g), {.fusion = true});
-  EXPECT_EQ(exe.report().fused_bn_relu_conv, 0);
+  EXPECT_EQ(exe.report().fused("bn_relu_conv"), 0);
   EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_relu), 1);
   EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_stats), 0);
-  EXPECT_EQ(train(16, true, false).report.fused_bn_relu_conv, 2);  // where it pays, it fuses
+  EXPECT_EQ(train(16, true, false).report.fused("bn_relu_conv"), 2);  // where it pays, it fuses
   TwoConvolutions small(16);
   Tensor few = channels_last(random_tensor({2, 16, 7, 9}, 10));
   Executable small_exe(small.trace_step(few), {.fusion = true});
-  EXPECT_EQ(small_exe.report().fused_bn_relu_conv, 0);
+  EXPECT_EQ(small_exe.report().fused("bn_relu_conv"), 0);
   EXPECT_EQ(count_nodes(small_exe.graph(), NodeType::bn_relu), 1);
 }
 

@@ -1,7 +1,7 @@
 #include <functional>
 
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {
@@ -44,7 +44,7 @@ TEST(FuseBnRelu, ForwardAndBackwardFuseAndAgree) {
       EXPECT_EQ(count_nodes(exe.graph(), NodeType::bn_relu_grad), 1);
       EXPECT_EQ(count_nodes(exe.graph(), NodeType::op, int(ops::OpKind::relu)), 0);
       EXPECT_EQ(count_nodes(exe.graph(), NodeType::op, int(ops::OpKind::relu_grad)), 0);
-      EXPECT_EQ(exe.report().fused_bn_relu, 2);
+      EXPECT_EQ(exe.report().fused("bn_relu"), 2);
       // No workspace: the backward reads the relu mask from r, the forward's own output.
       for (NodeId n : exe.graph().schedule()) {
         const Node& node = exe.graph().node(n);

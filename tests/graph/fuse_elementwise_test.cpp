@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {
@@ -17,7 +17,7 @@ TEST(FuseElementwise, ChainBecomesOneKernel) {
   EXPECT_EQ(g.num_live_nodes(), 1u);
   ASSERT_EQ(count_nodes(g, NodeType::fused_elementwise), 1);
   EXPECT_EQ(g.node(g.schedule()[0]).members.size(), 5u);
-  EXPECT_EQ(c.exe->report().fused_elementwise, 1);
+  EXPECT_EQ(c.exe->report().fused("elementwise"), 1);
 }
 
 TEST(FuseElementwise, ValuesWithOtherReadersAreNotSwallowed) {

@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 #include "testing/dnnl_verbose.h"
 
 namespace kiln::graph {
@@ -136,7 +136,7 @@ ops::Attrs pool_attrs() {
 // relu -> max_pool backwards: max_pool2d_grad then relu_grad on the pool's input, one pass.
 TEST(FuseEpilogues, MaxPoolGradWithReluGrad) {
   GraphFn fn = [](const std::vector<Tensor>& in) {
-    Tensor dx = ops::call1(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool_attrs());
+    Tensor dx = ops::call_one_output(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool_attrs());
     return std::vector<Tensor>{ops::relu_grad(dx, in[1])};
   };
   // A relu output in channels-last (many zeros, so ties and masked winners both occur).
@@ -154,7 +154,7 @@ TEST(FuseEpilogues, MaxPoolGradWithReluGrad) {
 TEST(MaxPoolGradKernel, MatchesTheOpKernelExactly) {
   GraphFn fn = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{
-        ops::call1(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool_attrs())};
+        ops::call_one_output(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool_attrs())};
   };
   for (bool channels_last : {false, true}) {
     Tensor x = random_tensor({3, 5, 9, 7}, 4);

@@ -3,8 +3,8 @@
 // pool's sparse gradient. The fused result must match the unfused graph and eager ops (the same
 // sums in another order: float rounding only), and the fusion must really happen.
 #include "graph_test_util.h"
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::graph {
@@ -26,7 +26,7 @@ GraphFn pooled_conv_backward(const Case& c) {
     ops::Attrs pool;
     pool.kernel = {2, 2};
     pool.stride = {2, 2};
-    Tensor g = ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool);
+    Tensor g = ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool);
     if (c.relu_mask) g = ops::relu_grad(g, r);
     const ops::Conv2dOptions opt{.padding = {c.pad, c.pad}};
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w_shape, c.bias, opt);
@@ -53,7 +53,7 @@ void expect_fused(const Case& c, uint64_t seed) {
   ASSERT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1) << g.str();
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::conv2d_backward_weights)), 0);
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::conv2d_backward_data)), 0);
-  EXPECT_EQ(fused.exe->report().fused_pooled_conv_grad, 1);
+  EXPECT_EQ(fused.exe->report().fused("pooled_conv_grad"), 1);
 }
 
 struct NamedCase {
@@ -137,8 +137,8 @@ TEST(FusePooledConvGrad, LeavesOtherShapesAndReadersAlone) {
       std::vector<Tensor> out = pooled_conv_backward(base)(in);
       ops::Attrs pool;
       pool.kernel = pool.stride = {2, 2};
-      out.push_back(
-          ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool), in[1]));
+      out.push_back(ops::relu_grad(
+          ops::call_one_output(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool), in[1]));
       return out;
     };
     Compiled c = expect_fused_matches(fn, inputs_for(base, 6), 1e-4, 1e-4);
@@ -168,7 +168,8 @@ GraphFn first_layer(bool bias) {
     Tensor p = ops::max_pool2d(r, {});
     ops::Attrs pool;
     pool.kernel = pool.stride = {2, 2};
-    Tensor g = ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
+    Tensor g =
+        ops::relu_grad(ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w.shape(), bias, opt);
     if (!bias) out.resize(1);
     out.insert(out.begin(), p);
@@ -192,7 +193,7 @@ TEST(FusePooledConvGrad, FirstLayerForwardKeepsWinnersInsteadOfTheReluOutput) {
       EXPECT_EQ(count_nodes(g, NodeType::conv_relu_pool), 1) << g.str();
       EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1) << g.str();
       EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::max_pool2d)), 0);
-      EXPECT_EQ(fused.exe->report().recording_pools, 1);
+      EXPECT_EQ(fused.exe->report().fused("recording_pools"), 1);
       // The pooled forward output is the same maxima of the same convolution: bit for bit.
       Compiled plain = compile_and_run(first_layer(bias), in, {.fusion = false});
       EXPECT_EQ(fused.outputs[0].to_vector<float>(), plain.outputs[0].to_vector<float>());
@@ -226,7 +227,8 @@ GraphFn second_layer(bool pooled_also_returned) {
     ops::Attrs pool;
     pool.kernel = pool.stride = {2, 2};
     Tensor dyp = ops::reshape(dflat, p.shape());
-    Tensor g = ops::relu_grad(ops::call1(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
+    Tensor g =
+        ops::relu_grad(ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w.shape(), true, {});
     out.push_back(ops::conv2d_backward_data(g, w, x.shape(), {}));
     out.insert(out.begin(), flat);
@@ -257,7 +259,7 @@ SecondLayerRun run_second_layer(const std::vector<Tensor>& in, bool pooled_also_
   const Graph& g = r.fused.exe->graph();
   EXPECT_EQ(count_nodes(g, forward), 1) << g.str();
   EXPECT_EQ(count_nodes(g, NodeType::pooled_conv_grad), 1);
-  EXPECT_EQ(r.fused.exe->report().recording_pools, 1);
+  EXPECT_EQ(r.fused.exe->report().fused("recording_pools"), 1);
   for (NodeId id : g.schedule()) {
     if (g.node(id).type != forward) continue;
     EXPECT_EQ(g.value(g.node(id).outputs[0]).meta.layout,
@@ -274,7 +276,8 @@ SecondLayerRun run_second_layer(const std::vector<Tensor>& in, bool pooled_also_
 // the pooled output becomes a view of it.
 TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
   for (bool pooled_also_returned : {false, true}) {
-    run_second_layer(second_layer_inputs(5, 31), pooled_also_returned, NodeType::pool_winners);
+    run_second_layer(second_layer_inputs(5, 31), pooled_also_returned,
+                     NodeType::max_pool_with_winners);
   }
 }
 
@@ -288,7 +291,7 @@ TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce)
   for (bool pooled_also_returned : {false, true}) {
     const std::vector<Tensor> in = second_layer_inputs(64, 41);
     SecondLayerRun r = run_second_layer(in, pooled_also_returned, NodeType::conv_relu_pool);
-    EXPECT_EQ(count_nodes(r.fused.exe->graph(), NodeType::pool_winners), 0);
+    EXPECT_EQ(count_nodes(r.fused.exe->graph(), NodeType::max_pool_with_winners), 0);
     // The 400 KiB relu output is never in the arena.
     EXPECT_LT(r.fused.exe->report().arena_bytes, r.plain.exe->report().arena_bytes);
     // Each chunk's convolution output is in the workspace: the kernel writes it before it reads.

@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {
@@ -18,11 +18,11 @@ TEST(FuseReductions, ElementwiseChainIntoRowSum) {
 }
 
 TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
-  // t feeds both sum_to (a bias gradient) and a matmul: the fused kernel writes t once and
+  // t feeds both sum_to_shape (a bias gradient) and a matmul: the fused kernel writes t once and
   // reduces it in the same pass.
   GraphFn fn = [](const std::vector<Tensor>& in) {
     Tensor t = ops::relu_grad(in[0], in[1]);
-    return std::vector<Tensor>{ops::sum_to(t, Shape{64}), ops::matmul(t, in[2], true, false)};
+    return std::vector<Tensor>{ops::sum_to_shape(t, Shape{64}), ops::matmul(t, in[2], true, false)};
   };
   std::vector<Tensor> in{random_tensor({512, 64}, 1), random_tensor({512, 64}, 2),
                          random_tensor({512, 8}, 3)};
@@ -30,7 +30,7 @@ TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
   const Graph& g = c.exe->graph();
   ASSERT_EQ(count_nodes(g, NodeType::fused_reduction), 1);
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::relu_grad)), 0);
-  EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::sum_to)), 0);
+  EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::sum_to_shape)), 0);
 }
 
 // Large enough that the kernel splits the work among threads, each way it can: the MLP's bias
@@ -40,7 +40,8 @@ TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
 TEST(FuseReductions, SplitAmongThreadsMatchesUnfused) {
   GraphFn bias_gradient = [](const std::vector<Tensor>& in) {
     Tensor t = ops::relu_grad(in[0], in[1]);
-    return std::vector<Tensor>{ops::sum_to(t, Shape{1024}), ops::matmul(t, in[2], true, false)};
+    return std::vector<Tensor>{ops::sum_to_shape(t, Shape{1024}),
+                               ops::matmul(t, in[2], true, false)};
   };
   Compiled c = expect_fused_matches(
       bias_gradient,

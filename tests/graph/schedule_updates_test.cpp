@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {

@@ -1,5 +1,5 @@
 #include "graph_test_util.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {
@@ -12,7 +12,7 @@ TEST(AlgebraicSimplification, RemovesIdentities) {
     Tensor b = ops::add(Tensor::zeros({2, 3}), a);
     Tensor c = ops::mul_scalar(ops::add_scalar(b, 0.0), 1.0);
     Tensor d = ops::neg(ops::neg(c));
-    Tensor e = ops::reshape(ops::sum_to(d, Shape{2, 3}), Shape{2, 3});
+    Tensor e = ops::reshape(ops::sum_to_shape(d, Shape{2, 3}), Shape{2, 3});
     return std::vector<Tensor>{ops::relu(e)};
   };
   std::vector<Tensor> in{random_tensor({2, 3}, 1)};

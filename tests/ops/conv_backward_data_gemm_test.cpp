@@ -1,6 +1,6 @@
 // conv2d backward-data as a GEMM plus col2im (kernels/conv_col2im.h) against the
 // double-precision reference, called directly and through conv2d_backward_data.
-#include "kiln/ops/kernels/conv_col2im.h"
+#include "kiln/ops/detail/conv_col2im.h"
 
 #include "conv_kernel_cases.h"
 

@@ -166,7 +166,7 @@ TEST(NnPoolMaxGrad, NonOverlappingWindowsPickFirstMaximum) {
       ops::Attrs a;
       a.kernel = opt.kernel;
       a.stride = opt.stride;
-      Tensor dx = ops::call1(ops::OpKind::max_pool2d_grad, {g, x}, a);
+      Tensor dx = ops::call_one_output(ops::OpKind::max_pool2d_grad, {g, x}, a);
       EXPECT_EQ(dx.strides(), x.strides());
       expect_close(values_of(dx), max_grad_ref(xv, s, values_of(g), k), 0, 0,
                    cl ? "channels-last" : "contiguous");

@@ -251,7 +251,7 @@ TEST(Argmax, MatchesReferenceIncludingTiesAndBigInputs) {
   EXPECT_NE(ops::op_def(ops::OpKind::argmax).no_grad_reason, nullptr);
 }
 
-// ---- sum_to / broadcast_to ----
+// ---- sum_to_shape / broadcast_to ----
 
 TEST(SumTo, ForwardAndGradient) {
   const std::pair<Shape, Shape> cases[] = {{{3, 4}, {4}},          {{3, 4}, {3, 1}},
@@ -265,7 +265,7 @@ TEST(SumTo, ForwardAndGradient) {
       for (int d = 0; d < from.rank(); ++d) m[size_t(d)] = d < shift || to[d - shift] == 1;
       return reduce_ref(v[0], from, m, Kind::sum);
     };
-    KilnFn fn = [to = to](const std::vector<Tensor>& v) { return ops::sum_to(v[0], to); };
+    KilnFn fn = [to = to](const std::vector<Tensor>& v) { return ops::sum_to_shape(v[0], to); };
     expect_forward_matches(fn, ref, {x}, 1e-4, 1e-5);
     EXPECT_EQ(fn({x}).shape(), to);
     if (from.numel() < 100) expect_gradients_match(fn, ref, {x});
@@ -300,11 +300,11 @@ TEST(BroadcastTo, ForwardGradientAndErrors) {
     EXPECT_NE(msg.find("[4]"), std::string::npos) << msg;
   }
   try {
-    ops::sum_to(Tensor::zeros({2, 3}), {2});
+    ops::sum_to_shape(Tensor::zeros({2, 3}), {2});
     FAIL();
   } catch (const ShapeError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("sum_to"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("sum_to_shape"), std::string::npos) << msg;
     EXPECT_NE(msg.find("[2, 3]"), std::string::npos) << msg;
   }
 }

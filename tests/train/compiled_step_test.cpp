@@ -132,7 +132,7 @@ TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
   }
   if (c.fusion) {
     const graph::CompileReport& r = step.report();
-    EXPECT_GT(r.fused_elementwise + r.fused_epilogue + r.fused_bn_relu, 0) << r.str();
+    EXPECT_GT(r.fused("elementwise") + r.fused("epilogues") + r.fused("bn_relu"), 0) << r.str();
   }
 }
 

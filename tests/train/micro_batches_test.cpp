@@ -83,7 +83,7 @@ TEST(MicroBatches, MlpTrainsLikeEagerOnTheWholeBatch) {
     graph::CompileReport r = expect_matches_eager("mlp", 2, fusion, 16);
     // With fusion each weight's two products accumulate into its velocity (3 weights).
     if (fusion) {
-      EXPECT_EQ(r.fused_update, 6) << r.str();
+      EXPECT_EQ(r.fused("matmul_momentum"), 6) << r.str();
     }
   }
 }
@@ -197,7 +197,7 @@ TEST(MicroBatches, EvaluationRunsInSlicesWithEagersResults) {
 // A batch that does not split evenly (an epoch's last) runs whole, and still trains right.
 TEST(MicroBatches, UnevenBatchRunsWhole) {
   graph::CompileReport r = expect_matches_eager("mlp", 2, true, 5);
-  EXPECT_EQ(r.fused_update, 3) << "one product per weight: the batch was not split";
+  EXPECT_EQ(r.fused("matmul_momentum"), 3) << "one product per weight: the batch was not split";
 }
 
 // BatchNorm's training statistics would be each slice's, not the batch's: refused, by name.

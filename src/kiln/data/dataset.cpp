@@ -8,8 +8,8 @@
 #include "kiln/core/error.h"
 #include "kiln/core/parallel_context.h"
 #include "kiln/data/config.h"
-#include "kiln/data/node.h"
-#include "kiln/data/pipeline.h"
+#include "kiln/data/detail/node.h"
+#include "kiln/data/detail/pipeline.h"
 
 namespace kiln::data {
 

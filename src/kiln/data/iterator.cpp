@@ -3,8 +3,8 @@
 #include "kiln/core/error.h"
 #include "kiln/data/config.h"
 #include "kiln/data/dataset.h"
-#include "kiln/data/node.h"
-#include "kiln/data/pipeline.h"
+#include "kiln/data/detail/node.h"
+#include "kiln/data/detail/pipeline.h"
 
 namespace kiln::data {
 

@@ -1,4 +1,4 @@
-#include "kiln/data/pipeline.h"
+#include "kiln/data/detail/pipeline.h"
 
 #include <algorithm>
 #include <iostream>

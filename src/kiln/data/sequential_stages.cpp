@@ -3,7 +3,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/data/config.h"
-#include "kiln/data/pipeline.h"
+#include "kiln/data/detail/pipeline.h"
 
 namespace kiln::data::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/executor_internal.h"
 #include "kiln/graph/dump.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {
@@ -187,10 +187,6 @@ void Executable::bind() {
           }
           break;
         }
-        case NodeType::fused_elementwise:
-          l.kind = Launch::Kind::fused;
-          l.fused = std::make_shared<FusedElementwise>(node.chain);
-          break;
         default:
           l.kind = Launch::Kind::special;
           l.special = make_special_kernel(node, l.in, l.out);
@@ -201,7 +197,6 @@ void Executable::bind() {
       if (runs_blocked_spatial(node, l.in, l.out)) {
         l.kind = Launch::Kind::special;
         l.special = make_blocked_spatial_kernel(node, l.in, l.out);
-        l.fused.reset();
       }
     }
     for (const Tensor& t : l.out) l.out_data.push_back(t.defined() ? t.raw_data() : nullptr);

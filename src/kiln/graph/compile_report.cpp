@@ -2,9 +2,28 @@
 #include <sstream>
 #include <string>
 
+#include "kiln/core/error.h"
 #include "kiln/graph/detail/executor_internal.h"
+#include "kiln/graph/fusions.h"
 
 namespace kiln::graph {
+
+std::vector<FusedNodeCount> zero_fused_node_counts() {
+  std::vector<FusedNodeCount> counts;
+  for (std::string_view name : fusion_count_names()) counts.push_back({name, 0});
+  return counts;
+}
+
+int CompileReport::fused(std::string_view name) const {
+  for (const FusedNodeCount& count : fused_nodes) {
+    if (count.name == name) return count.nodes;
+  }
+  std::string names;
+  for (std::string_view n : fusion_count_names())
+    names += (names.empty() ? "" : ", ") + std::string(n);
+  throw Error("CompileReport::fused: no count is named '" + std::string(name) +
+              "' (the counts: " + names + ")");
+}
 
 std::string CompileReport::str() const {
   std::ostringstream s;
@@ -12,15 +31,14 @@ std::string CompileReport::str() const {
   s << std::fixed << "compiled " << nodes_traced << " traced nodes into " << nodes_compiled
     << " kernels in " << compile_ms << " ms (trace " << trace_ms << " ms): folded " << folded
     << ", simplified " << simplified << ", cse " << cse_merged << ", dce " << dce_removed
-    << ", fused elementwise " << fused_elementwise << ", epilogue " << fused_epilogue
-    << ", reduction " << fused_reduction << ", bn+relu " << fused_bn_relu << ", bn+relu into conv "
-    << fused_bn_relu_conv << ", matmul+update " << fused_update << ", pool+conv grad "
-    << fused_pooled_conv_grad << ", recording pools " << recording_pools << ", streaming stores "
-    << streaming_stores << ", relu masks " << relu_masks << ", blocked " << blocked_values
-    << " (reorders " << layout_reorders << "); arena " << double(arena_bytes) / 1048576.0
-    << " MiB (live peak " << double(live_bytes_peak) / 1048576.0 << " MiB, unplanned "
-    << double(unplanned_bytes) / 1048576.0 << " MiB), in-place " << inplace_reuses
-    << ", inputs read in place " << inputs_in_place << ", largest workspace "
+    << "; fused nodes:";
+  for (const FusedNodeCount& count : fused_nodes)
+    s << " " << count.name << " " << count.nodes << ",";
+  s << " streaming stores " << streaming_stores << ", relu masks " << relu_masks << ", blocked "
+    << blocked_values << " (reorders " << layout_reorders << "); arena "
+    << double(arena_bytes) / 1048576.0 << " MiB (live peak " << double(live_bytes_peak) / 1048576.0
+    << " MiB, unplanned " << double(unplanned_bytes) / 1048576.0 << " MiB), in-place "
+    << inplace_reuses << ", inputs read in place " << inputs_in_place << ", largest workspace "
     << double(workspace_bytes) / 1048576.0 << " MiB (outside the arena "
     << double(workspace_outside_arena) / 1048576.0 << " MiB)";
   return s.str();
@@ -29,40 +47,12 @@ std::string CompileReport::str() const {
 namespace detail {
 
 void count_fused_nodes(const Graph& graph, CompileReport& report) {
-  report.fused_elementwise = report.fused_epilogue = report.fused_reduction = report.fused_bn_relu =
-      report.fused_update = report.fused_pooled_conv_grad = report.recording_pools =
-          report.fused_bn_relu_conv = 0;
+  report.fused_nodes = zero_fused_node_counts();
   for (NodeId n : graph.schedule()) {
-    switch (graph.node(n).type) {
-      case NodeType::fused_elementwise:
-        ++report.fused_elementwise;
-        break;
-      case NodeType::epilogue:
-        ++report.fused_epilogue;
-        break;
-      case NodeType::fused_reduction:
-        ++report.fused_reduction;
-        break;
-      case NodeType::bn_relu:
-      case NodeType::bn_relu_grad:
-      case NodeType::bn_add_relu_grad:
-        ++report.fused_bn_relu;
-        break;
-      case NodeType::bn_relu_conv:
-        ++report.fused_bn_relu_conv;
-        break;
-      case NodeType::fused_update:
-        ++report.fused_update;
-        break;
-      case NodeType::pooled_conv_grad:
-        ++report.fused_pooled_conv_grad;
-        break;
-      case NodeType::conv_relu_pool:
-      case NodeType::pool_winners:
-        ++report.recording_pools;
-        break;
-      default:
-        break;
+    const FusedNodeDef* def = fused_node_def(graph.node(n).type);
+    if (def == nullptr || def->counted_as.empty()) continue;
+    for (FusedNodeCount& count : report.fused_nodes) {
+      if (count.name == def->counted_as) ++count.nodes;
     }
   }
 }

@@ -230,9 +230,6 @@ void Executable::launch(size_t begin, size_t end) {
       case Launch::Kind::pointwise:
         ops::pointwise_kernel(l.op, l.in, l.out, l.attrs);
         break;
-      case Launch::Kind::fused:
-        l.fused->run(l.in, l.out[0]);
-        break;
       case Launch::Kind::copy_reshape:
         ops::strided_copy(l.in[0], l.out[0]);
         break;

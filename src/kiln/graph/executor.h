@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/graph/ir.h"
@@ -54,7 +55,19 @@ struct CompileOptions {
   std::string dump_dir;  // when set, the IR before and after the passes is written there
   std::string dump_name = "graph";
   std::shared_ptr<Arena> arena;  // shared with other graphs; null: a private one
+  // Fusions (graph/fusion_list.h's names) not to run even with `fusion` on; a name that is not
+  // a fusion is an error.
+  std::vector<std::string> disabled_fusions;
 };
+
+// How many nodes of one kind the fusions left in a compiled graph (graph/fusion_list.h's
+// counted_as names: mostly the fusion's own).
+struct FusedNodeCount {
+  std::string_view name;
+  int nodes = 0;
+};
+// Every count of fusion_list.h at zero, in the list's order.
+std::vector<FusedNodeCount> zero_fused_node_counts();
 
 struct CompileReport {
   double trace_ms = 0;    // filled in by whoever traced
@@ -63,13 +76,12 @@ struct CompileReport {
   size_t nodes_compiled = 0;
   size_t launches = 0;
   int simplified = 0, folded = 0, cse_merged = 0, dce_removed = 0;
-  int fused_elementwise = 0, fused_epilogue = 0, fused_reduction = 0, fused_bn_relu = 0,
-      fused_update = 0, fused_pooled_conv_grad = 0;
-  int fused_bn_relu_conv = 0;  // convolutions reading relu(batch_norm(x)) on the fly
-  int recording_pools = 0;     // max pools that record their winners (conv_relu_pool, pool_winners)
-  int streaming_stores = 0;    // batch-norm outputs written past the caches (stream_stores.cpp)
-  int relu_masks = 0;          // relu outputs kept as bytes (compact_relu_masks.cpp)
-  int64_t arena_bytes = 0;     // the plan's peak
+  // Fused nodes left after the passes, per count of graph/fusion_list.h ("bn_relu",
+  // "recording_pools", ...); read one with fused(name).
+  std::vector<FusedNodeCount> fused_nodes = zero_fused_node_counts();
+  int streaming_stores = 0;     // batch-norm outputs written past the caches (stream_stores.cpp)
+  int relu_masks = 0;           // relu outputs kept as bytes (compact_relu_masks.cpp)
+  int64_t arena_bytes = 0;      // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
   int64_t constant_bytes = 0;   // folded and traced constants
@@ -79,6 +91,8 @@ struct CompileReport {
   int64_t workspace_outside_arena = 0;          // what found no gap in the arena at its kernel
   int blocked_values = 0, layout_reorders = 0;  // passes/block_layout.cpp
   std::string str() const;                      // one line, for logs
+  // The fused nodes counted under `name`; throws Error for a name fusion_list.h does not count.
+  int fused(std::string_view name) const;
 };
 
 class Executable {

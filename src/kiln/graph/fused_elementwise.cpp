@@ -1,10 +1,11 @@
-#include "kiln/graph/fused_elementwise.h"
+#include "kiln/graph/detail/fused_elementwise.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "kiln/core/error.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/pointwise.h"
 
 namespace kiln::graph {
@@ -92,6 +93,29 @@ void FusedElementwise::run_flat(std::span<const FlatInput> inputs, int64_t offse
     }
     eval_tile(ptrs, out + begin, m);
   }
+}
+
+namespace {
+
+class FusedElementwiseKernel final : public SpecialKernel {
+ public:
+  explicit FusedElementwiseKernel(const std::vector<FusedStep>& chain) : fused_(chain) {}
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
+    fused_.run(inputs, outputs[0]);
+  }
+  // Reads its tensors' addresses on every run.
+  bool follows_moved_inputs() const override { return true; }
+
+ private:
+  FusedElementwise fused_;
+};
+
+}  // namespace
+
+std::shared_ptr<SpecialKernel> make_fused_elementwise_kernel(const Node& node,
+                                                             std::span<const Tensor> inputs,
+                                                             std::span<const Tensor> outputs) {
+  return std::make_shared<FusedElementwiseKernel>(node.chain);
 }
 
 }  // namespace kiln::graph

@@ -236,31 +236,21 @@ std::string node_label(const Node& node) {
   switch (node.type) {
     case NodeType::op:
       return std::string(ops::op_name(node.op));
-    case NodeType::fused_elementwise:
-    case NodeType::fused_reduction:
-    case NodeType::epilogue:
-    case NodeType::bn_relu:
-    case NodeType::bn_relu_grad:
-    case NodeType::bn_add_relu_grad:
-    case NodeType::fused_update:
-    case NodeType::pooled_conv_grad:
-    case NodeType::conv_relu_pool:
-    case NodeType::bn_relu_conv: {
-      std::string s = "fused[";
-      for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
-      return s + "]";
-    }
     case NodeType::reorder:
       return ops::output_is_nchw16c(node.attrs, 0) ? "reorder[nhwc->nChw16c]"
                                                    : "reorder[nChw16c->nhwc]";
-    case NodeType::pool_winners:
+    case NodeType::max_pool_with_winners:
       return "max_pool2d+winners";
     case NodeType::relu_mask:
       return "relu_mask";
     case NodeType::bn_stats:
       return "batch_norm[statistics]";
+    default: {  // a fused node: the ops it replaced
+      std::string s = "fused[";
+      for (size_t i = 0; i < node.members.size(); ++i) s += (i ? "," : "") + node.members[i];
+      return s + "]";
+    }
   }
-  return "?";
 }
 
 uint32_t mutated_inputs(const Node& node) {

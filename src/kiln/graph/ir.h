@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/tensor.h"
+#include "kiln/graph/fusion_list.h"
 #include "kiln/ops/op.h"
 
 namespace kiln::graph {
@@ -49,39 +50,18 @@ enum class PostOp : uint8_t {
   relu_grad,     // max_pool2d_grad only: y * (x > 0), x being the pool's input (a relu output)
 };
 
+// What a node runs: one op from the op table, a node of the layout passes, or a node type that
+// a fusion makes (graph/fusion_list.h lists them with the fusion and the kernel of each).
+#define KILN_FUSED_NODE_TYPE(type, fusion, counted_as, kernel) type,
 enum class NodeType : uint8_t {
-  op,                 // one op from the op table
-  fused_elementwise,  // a chain of elementwise ops in one pass over memory (`chain`)
-  fused_reduction,    // elementwise chain feeding a sum/mean (`chain`, then `op`)
-  epilogue,           // conv2d/matmul (`op`) with `post_ops` folded in
-  bn_relu,            // batch_norm + [residual add +] relu (forward)
-  bn_relu_grad,       // relu_grad + batch_norm_grad (backward)
-  bn_add_relu_grad,   // add + relu_grad + batch_norm_grad (backward, at a residual block's end)
-  fused_update,       // matmul accumulated straight into momentum_update's velocity (`op`):
-                      // inputs (p, a, v, b), writes v only; the parameter's step is a separate
-                      // sgd_update (passes/fuse_matmul_momentum.cpp)
-  reorder,            // a 4-D activation between channels-last and oneDNN's blocked nChw16c
-                      // (direction in attrs.nchw16c; passes/block_layout.cpp)
-  pooled_conv_grad,   // max_pool2d_grad [+ relu_grad] + conv2d_backward_weights [+ _data] over
-                      // the pool's sparse gradient: inputs (pooled grad, pool input, conv input,
-                      // weight or kNoValue), outputs (dw, [db,] [dx]); attrs are the conv's with
-                      // the pool window in `kernel` (passes/fuse_pooled_conv_grad.cpp); the
-                      // pool input may be replaced by conv_relu_pool's winners
-  conv_relu_pool,     // conv2d + relu + 2×2/2 max_pool2d forward: outputs (pooled, winners: u8,
-                      // the pool's choices for pooled_conv_grad), the relu output never whole
-                      // (one input channel: Kiln's kernel; more: oneDNN's in batch chunks);
-                      // attrs are the conv's; pooled may be row-major as for pool_winners
-  pool_winners,       // 2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
-                      // outputs (pooled, winners); pooled may be row-major where a flattening
-                      // reshape reads it
-  relu_mask,          // u8 1 where the f32 input is > 0, else 0: what a later relu_grad reads of
-                      // a relu output that is otherwise dead (passes/compact_relu_masks.cpp)
-  bn_stats,           // batch_norm's statistics alone: inputs (x, gamma, beta, running_mean,
-                      // running_var), outputs (mean, inv_std); for bn_relu_conv's readers
-  bn_relu_conv,       // conv2d (`op`) reading relu(batch_norm(x)) on the fly: inputs (x, w, gamma,
-                      // beta, mean, inv_std); or conv2d_backward_weights: (dy, x, gamma, beta,
-                      // mean, inv_std) (passes/fuse_bn_relu_conv.cpp)
+  op,         // one op from the op table
+  reorder,    // a 4-D activation between channels-last and oneDNN's blocked nChw16c
+              // (direction in attrs.nchw16c; passes/block_layout.cpp)
+  relu_mask,  // u8 1 where the f32 input is > 0, else 0: what a later relu_grad reads of
+              // a relu output that is otherwise dead (passes/compact_relu_masks.cpp)
+  KILN_FOR_EACH_FUSED_NODE(KILN_FUSED_NODE_TYPE)
 };
+#undef KILN_FUSED_NODE_TYPE
 
 // A fused_update node's inputs: the parameter (read for weight decay), the product's operands,
 // the velocity it writes.

@@ -1,14 +1,16 @@
 // The pass pipeline: everything compiling does to a traced graph, in the order it runs. Each
-// pass is one file in passes/ (declared in passes/passes.h) with its own test in tests/graph/;
+// pass is one file in passes/ (declared in detail/passes.h) with its own test in tests/graph/;
 // the report counts what each did.
 #include <cstdlib>
 
 #include "kiln/graph/detail/executor_internal.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/fusions.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 
 void run_passes(Graph& graph, const CompileOptions& options, CompileReport& report) {
+  check_fusion_names(options);
   // 1. Clean-up, repeated while it still changes something: algebraic simplification, constant
   //    folding, common subexpressions, dead code.
   report.dce_removed += passes::eliminate_dead_code(graph);
@@ -26,19 +28,13 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
     }
   }
 
-  // 2. Graph-kernel fusion (Context::enable_graph_kernel): each pass replaces a pattern by one
-  //    fused node; the count is of the fused nodes that survive (a reduction may swallow an
-  //    elementwise fusion).
+  // 2. Graph-kernel fusion (Context::enable_graph_kernel): the fusions of graph/fusion_list.h in
+  //    its order, each replacing its pattern by nodes of its own types; the report counts the
+  //    fused nodes that survive (a reduction may swallow an elementwise fusion).
   if (options.fusion) {
-    // Before the epilogues: the sum of micro-batches' weight-gradient products would otherwise
-    // become one product with the other as its residual add, and the velocity could take neither.
-    passes::fuse_matmul_momentum(graph);
-    passes::fuse_bn_relu(graph);
-    passes::fuse_epilogues(graph);
-    if (options.bn_relu_into_conv) passes::fuse_bn_relu_conv(graph);
-    passes::fuse_pooled_conv_grad(graph);
-    passes::fuse_elementwise(graph);
-    passes::fuse_reductions(graph);
+    for (const FusionDef& fusion : fusion_table()) {
+      if (fusion_enabled(fusion, options)) fusion.pass(graph);
+    }
     report.dce_removed += passes::eliminate_dead_code(graph);
     detail::count_fused_nodes(graph, report);
   }

@@ -14,7 +14,7 @@ std::vector<Tensor> call_via_f32(OpKind kind, std::span<const Tensor> inputs, co
 constinit DispatchChain g_chain;
 
 thread_local bool t_grad_enabled = true;
-thread_local bool t_skip_autocast = false;
+thread_local bool t_in_widened_f32_call = false;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -32,7 +32,7 @@ void check_arity(const OpDef& def, size_t given) {
 Tensor cast_to(const Tensor& t, DType dtype) {
   Attrs a;
   a.dtype = dtype;
-  return call1(OpKind::cast, {t}, a);
+  return call_one_output(OpKind::cast, {t}, a);
 }
 
 // See OpDef::f16_kernels.
@@ -42,15 +42,15 @@ std::vector<Tensor> call_via_f32(OpKind kind, std::span<const Tensor> inputs, co
     if (t.dtype() == DType::f16) t = cast_to(t, DType::f32);
   }
   // The widened call must not be narrowed again by an autocast scope.
-  t_skip_autocast = true;
+  t_in_widened_f32_call = true;
   std::vector<Tensor> outputs;
   try {
     outputs = call(kind, wide, attrs);
   } catch (...) {
-    t_skip_autocast = false;
+    t_in_widened_f32_call = false;
     throw;
   }
-  t_skip_autocast = false;
+  t_in_widened_f32_call = false;
   for (Tensor& t : outputs) {
     if (t.dtype() == DType::f32) t = cast_to(t, DType::f16);
   }
@@ -97,7 +97,7 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
   // 1. Autocast.
-  if (AutocastInterceptor autocast = g_chain.autocast(); autocast && !t_skip_autocast) {
+  if (AutocastInterceptor autocast = g_chain.autocast(); autocast && !t_in_widened_f32_call) {
     std::vector<Tensor> cast_inputs;
     if (autocast(kind, inputs, cast_inputs)) return call(kind, cast_inputs, attrs);
   }
@@ -150,7 +150,7 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
   return outputs;
 }
 
-Tensor call1(OpKind kind, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+Tensor call_one_output(OpKind kind, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
   return std::move(call(kind, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs)[0]);
 }
 

@@ -19,7 +19,7 @@ inline std::vector<Tensor> call(OpKind kind, std::initializer_list<Tensor> input
   return call(kind, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 // For single-output ops.
-Tensor call1(OpKind kind, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+Tensor call_one_output(OpKind kind, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 
 // Shape/dtype inference alone, with the op's own checks (graph mode uses it too).
 std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs, const Attrs& attrs);

@@ -45,7 +45,7 @@ Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = fal
 Tensor max(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false);
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdims = false);  // i64
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
-Tensor sum_to(const Tensor& x, const Shape& shape);
+Tensor sum_to_shape(const Tensor& x, const Shape& shape);
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 
 // Shape. reshape/transpose/slice return views when the layout allows.

@@ -47,7 +47,7 @@ TensorMeta meta_of(const Tensor& t);
 // only, so graph passes can compare (CSE) and hash them.
 struct Attrs {
   std::vector<int64_t> axes;   // reduction axes, transpose permutation, concat/slice axis
-  std::vector<int64_t> shape;  // reshape / broadcast_to / sum_to target
+  std::vector<int64_t> shape;  // reshape / broadcast_to / sum_to_shape target
   std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
   int64_t groups = 1;
   int64_t start = 0, end = 0, step = 1;  // slice

@@ -17,7 +17,7 @@
 #define KILN_FOR_EACH_OP(X)                                                                  \
   KILN_FOR_EACH_ELEMENTWISE_OP(X)                                                            \
   /* reductions and shape */                                                                 \
-  X(sum) X(mean) X(max) X(argmax) X(sum_to) X(broadcast_to)                                  \
+  X(sum) X(mean) X(max) X(argmax) X(sum_to_shape) X(broadcast_to)                                  \
   X(reshape) X(transpose) X(concat) X(slice) X(pad_slice_grad) X(cast) X(one_hot)             \
   X(contiguous)                                                                              \
   /* neural-network ops (oneDNN where it has them) */                                       \

@@ -46,26 +46,23 @@ uint64_t eager_key(ops::OpKind kind, std::span<const Tensor> inputs, const ops::
 }
 
 std::map<std::string, double> report_counts(const graph::CompileReport& r) {
-  return {{"trace_ms", r.trace_ms},
-          {"compile_ms", r.compile_ms},
-          {"nodes_traced", double(r.nodes_traced)},
-          {"nodes_compiled", double(r.nodes_compiled)},
-          {"launches", double(r.launches)},
-          {"folded", r.folded},
-          {"simplified", r.simplified},
-          {"cse_merged", r.cse_merged},
-          {"dce_removed", r.dce_removed},
-          {"fused_elementwise", r.fused_elementwise},
-          {"fused_epilogue", r.fused_epilogue},
-          {"fused_reduction", r.fused_reduction},
-          {"fused_bn_relu", r.fused_bn_relu},
-          {"fused_bn_relu_conv", r.fused_bn_relu_conv},
-          {"fused_update", r.fused_update},
-          {"fused_pooled_conv_grad", r.fused_pooled_conv_grad},
-          {"arena_bytes", double(r.arena_bytes)},
-          {"live_bytes_peak", double(r.live_bytes_peak)},
-          {"unplanned_bytes", double(r.unplanned_bytes)},
-          {"workspace_bytes", double(r.workspace_bytes)}};
+  std::map<std::string, double> counts = {{"trace_ms", r.trace_ms},
+                                          {"compile_ms", r.compile_ms},
+                                          {"nodes_traced", double(r.nodes_traced)},
+                                          {"nodes_compiled", double(r.nodes_compiled)},
+                                          {"launches", double(r.launches)},
+                                          {"folded", r.folded},
+                                          {"simplified", r.simplified},
+                                          {"cse_merged", r.cse_merged},
+                                          {"dce_removed", r.dce_removed},
+                                          {"arena_bytes", double(r.arena_bytes)},
+                                          {"live_bytes_peak", double(r.live_bytes_peak)},
+                                          {"unplanned_bytes", double(r.unplanned_bytes)},
+                                          {"workspace_bytes", double(r.workspace_bytes)}};
+  for (const graph::FusedNodeCount& fused : r.fused_nodes) {
+    counts["fused_" + std::string(fused.name)] = fused.nodes;
+  }
+  return counts;
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <random>
 
 #include "kiln/record/crc32c.h"
-#include "kiln/record/record_codec.h"
+#include "kiln/record/detail/record_codec.h"
 #include "kiln/record/record_reader.h"
 #include "kiln/record/shard_reader.h"
 

@@ -1,4 +1,4 @@
-#include "kiln/record/record_codec.h"
+#include "kiln/record/detail/record_codec.h"
 
 #include <cmath>
 #include <cstring>

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kiln/record/record_codec.h"
+#include "kiln/record/detail/record_codec.h"
 
 namespace kiln::record {
 

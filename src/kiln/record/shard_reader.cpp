@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kiln/record/crc32c.h"
-#include "kiln/record/record_codec.h"
+#include "kiln/record/detail/record_codec.h"
 
 namespace kiln::record {
 

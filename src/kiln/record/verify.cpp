@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "kiln/record/crc32c.h"
-#include "kiln/record/record_codec.h"
+#include "kiln/record/detail/record_codec.h"
 #include "kiln/record/record_reader.h"
 
 namespace kiln::record {

@@ -60,7 +60,8 @@ bool dtype_from_safetensors(const std::string& s, DType& out) {
   return false;
 }
 
-[[noreturn]] void fail(const std::string& source, const std::string& what, uint64_t offset) {
+[[noreturn]] void throw_file_error(const std::string& source, const std::string& what,
+                                   uint64_t offset) {
   throw FileError(source + ": " + what + " (at byte offset " + std::to_string(offset) + ")");
 }
 
@@ -148,21 +149,24 @@ void verify_checksums(SafetensorsFile& file, const std::string& source) {
   for (const auto& [k, v] : meta) any = any || is_checksum_key(k);
   if (!any) return;
   if (marker == meta.end() || marker->second != "crc32") {
-    fail(source,
-         marker == meta.end() ? "__metadata__ holds checksums but no '" +
-                                    std::string(kChecksumKey) + "' entry (damaged header)"
-                              : "__metadata__ '" + std::string(kChecksumKey) + "' is '" +
-                                    marker->second + "'; this version of Kiln checks only crc32",
-         8);
+    throw_file_error(source,
+                     marker == meta.end()
+                         ? "__metadata__ holds checksums but no '" + std::string(kChecksumKey) +
+                               "' entry (damaged header)"
+                         : "__metadata__ '" + std::string(kChecksumKey) + "' is '" +
+                               marker->second + "'; this version of Kiln checks only crc32",
+                     8);
   }
   auto stored = [&](const std::string& what, const std::string& key) {
     auto it = meta.find(key);
-    if (it == meta.end()) fail(source, what + " has no checksum '" + key + "' (damaged header)", 8);
+    if (it == meta.end())
+      throw_file_error(source, what + " has no checksum '" + key + "' (damaged header)", 8);
     uint32_t v = 0;
     auto [ptr, ec] =
         std::from_chars(it->second.data(), it->second.data() + it->second.size(), v, 16);
     if (it->second.size() != 8 || ec != std::errc() || ptr != it->second.data() + 8) {
-      fail(source, "checksum '" + key + "' is not 8 hex digits: '" + it->second + "'", 8);
+      throw_file_error(source, "checksum '" + key + "' is not 8 hex digits: '" + it->second + "'",
+                       8);
     }
     return v;
   };
@@ -170,27 +174,29 @@ void verify_checksums(SafetensorsFile& file, const std::string& source) {
   uint32_t want = stored("__metadata__", meta_key);
   uint32_t got = metadata_crc(meta);
   if (got != want) {
-    fail(source,
-         "__metadata__ fails its checksum (crc32 " + hex32(got) + ", stored " + hex32(want) +
-             "): the header is damaged",
-         8);
+    throw_file_error(source,
+                     "__metadata__ fails its checksum (crc32 " + hex32(got) + ", stored " +
+                         hex32(want) + "): the header is damaged",
+                     8);
   }
   for (size_t i = 0; i < file.tensors.size(); ++i) {
     const auto& [name, t] = file.tensors[i];
     want = stored("tensor '" + name + "'", kChecksumPrefix + name);
     got = crc32_of(t.raw_data(), t.nbytes());
     if (got != want) {
-      fail(source,
-           "tensor '" + name + "' fails its checksum (crc32 of its " + std::to_string(t.nbytes()) +
-               " bytes is " + hex32(got) + ", stored " + hex32(want) + "): the data is damaged",
-           file.byte_offsets[i]);
+      throw_file_error(source,
+                       "tensor '" + name + "' fails its checksum (crc32 of its " +
+                           std::to_string(t.nbytes()) + " bytes is " + hex32(got) + ", stored " +
+                           hex32(want) + "): the data is damaged",
+                       file.byte_offsets[i]);
     }
   }
   // Every tensor and the metadata had one; any other is a checksum of a tensor that is gone.
   size_t checksums = std::erase_if(meta, [](const auto& kv) { return is_checksum_key(kv.first); });
   if (checksums != file.tensors.size() + 2) {
-    fail(source, "__metadata__ holds checksums of tensors the file does not have (damaged header)",
-         8);
+    throw_file_error(
+        source, "__metadata__ holds checksums of tensors the file does not have (damaged header)",
+        8);
   }
   file.verified = true;
 }
@@ -200,15 +206,17 @@ void verify_checksums(SafetensorsFile& file, const std::string& source) {
 SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source) {
   const uint64_t size = bytes.size();
   if (size < 8)
-    fail(source, "file is " + std::to_string(size) + " bytes, too short for a safetensors header",
-         0);
+    throw_file_error(
+        source, "file is " + std::to_string(size) + " bytes, too short for a safetensors header",
+        0);
   uint64_t header_len;
   std::memcpy(&header_len, bytes.data(), 8);
   if (header_len > kMaxHeaderBytes || header_len > size - 8) {
-    fail(source,
-         "header length " + std::to_string(header_len) + " exceeds the " +
-             std::to_string(size - 8) + " bytes that follow (truncated or not a safetensors file)",
-         0);
+    throw_file_error(source,
+                     "header length " + std::to_string(header_len) + " exceeds the " +
+                         std::to_string(size - 8) +
+                         " bytes that follow (truncated or not a safetensors file)",
+                     0);
   }
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = size - data_start;
@@ -217,13 +225,13 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   try {
     header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + int64_t(data_start));
   } catch (const nlohmann::json::parse_error& e) {
-    fail(source, std::string("header is not valid JSON: ") + e.what(),
-         8 + (e.byte > 0 ? e.byte - 1 : 0));
+    throw_file_error(source, std::string("header is not valid JSON: ") + e.what(),
+                     8 + (e.byte > 0 ? e.byte - 1 : 0));
   } catch (const nlohmann::json::exception& e) {
     // Valid syntax the parser still refuses, e.g. a number beyond a double's range (1e999).
-    fail(source, std::string("header is not usable JSON: ") + e.what(), 8);
+    throw_file_error(source, std::string("header is not usable JSON: ") + e.what(), 8);
   }
-  if (!header.is_object()) fail(source, "header is not a JSON object", 8);
+  if (!header.is_object()) throw_file_error(source, "header is not a JSON object", 8);
 
   SafetensorsFile file;
   struct Range {
@@ -235,16 +243,18 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
     const std::string& name = it.key();
     const nlohmann::json& entry = it.value();
     if (name == "__metadata__") {
-      if (!entry.is_object()) fail(source, "__metadata__ is not an object", 8);
+      if (!entry.is_object()) throw_file_error(source, "__metadata__ is not an object", 8);
       for (auto m = entry.begin(); m != entry.end(); ++m) {
         if (!m.value().is_string())
-          fail(source, "__metadata__ value '" + m.key() + "' is not a string", 8);
+          throw_file_error(source, "__metadata__ value '" + m.key() + "' is not a string", 8);
         file.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    if (name.empty()) fail(source, "a tensor has an empty name", 8);
-    auto bad = [&](const std::string& what) { fail(source, "tensor '" + name + "': " + what, 8); };
+    if (name.empty()) throw_file_error(source, "a tensor has an empty name", 8);
+    auto bad = [&](const std::string& what) {
+      throw_file_error(source, "tensor '" + name + "': " + what, 8);
+    };
     if (!entry.is_object()) bad("entry is not an object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("missing dtype");
     DType dtype;
@@ -272,18 +282,19 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
     }
     uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
     if (begin > end || end > data_size) {
-      fail(source,
-           "tensor '" + name + "': data [" + std::to_string(begin) + ", " + std::to_string(end) +
-               ") lies outside the " + std::to_string(data_size) +
-               "-byte data section (truncated file?)",
-           data_start + std::min(begin, data_size));
+      throw_file_error(source,
+                       "tensor '" + name + "': data [" + std::to_string(begin) + ", " +
+                           std::to_string(end) + ") lies outside the " + std::to_string(data_size) +
+                           "-byte data section (truncated file?)",
+                       data_start + std::min(begin, data_size));
     }
     uint64_t es = dtype_size(dtype);
     if (numel > std::numeric_limits<uint64_t>::max() / es || end - begin != numel * es) {
-      fail(source,
-           "tensor '" + name + "': " + std::to_string(end - begin) + " bytes of data for shape " +
-               Shape(dims).str() + " " + std::string(dtype_name(dtype)),
-           data_start + begin);
+      throw_file_error(source,
+                       "tensor '" + name + "': " + std::to_string(end - begin) +
+                           " bytes of data for shape " + Shape(dims).str() + " " +
+                           std::string(dtype_name(dtype)),
+                       data_start + begin);
     }
     Tensor t = Tensor::empty(Shape(dims), dtype);
     if (end > begin) std::memcpy(t.raw_data(), bytes.data() + data_start + begin, end - begin);
@@ -296,10 +307,10 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].begin < ranges[i - 1].end) {
-      fail(source,
-           "tensors '" + file.tensors[ranges[i - 1].index].first + "' and '" +
-               file.tensors[ranges[i].index].first + "' overlap",
-           data_start + ranges[i].begin);
+      throw_file_error(source,
+                       "tensors '" + file.tensors[ranges[i - 1].index].first + "' and '" +
+                           file.tensors[ranges[i].index].first + "' overlap",
+                       data_start + ranges[i].begin);
     }
   }
   // Data order, as written.

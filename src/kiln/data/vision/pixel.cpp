@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "kiln/data/vision.h"
-#include "kiln/data/vision/image.h"
+#include "kiln/data/detail/image.h"
 
 namespace kiln::data::vision {
 

@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "kiln/graph/executor.h"
-#include "kiln/graph/fused_elementwise.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/op.h"
 
 namespace kiln::graph {
@@ -17,7 +16,7 @@ namespace kiln::graph {
 // One precomputed kernel launch: built by bind() (arena_binding.cpp), run by launch()
 // (executor.cpp).
 struct Executable::Launch {
-  enum class Kind : uint8_t { kernel, pointwise, fused, copy_reshape, view_copy, special };
+  enum class Kind : uint8_t { kernel, pointwise, copy_reshape, view_copy, special };
   Kind kind = Kind::kernel;
   ops::OpKind op{};
   ops::KernelFn kernel = nullptr;
@@ -26,7 +25,6 @@ struct Executable::Launch {
   std::vector<Tensor> out;
   ops::Attrs attrs;
   bool reseed = false;  // dropout: a fresh mask every step, drawn as eager draws it
-  std::shared_ptr<FusedElementwise> fused;
   std::shared_ptr<SpecialKernel> special;
   NodeId node = -1;
   int position = 0;                   // in the plan's schedule

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_elementwise.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_elementwise.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/pointwise.h"
 
 namespace kiln::graph {

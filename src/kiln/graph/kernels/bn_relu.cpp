@@ -4,7 +4,7 @@
 // variance update, inv_std) is shared code, so fused and unfused steps agree. The fusion pass
 // forms these nodes only over channels-last 4-D or [N, C] activations.
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
 
 namespace kiln::graph {

@@ -2,7 +2,7 @@
 // (passes/fuse_bn_relu_conv.cpp): the batch norm's statistics alone, and the convolutions
 // (forward and weight gradient) in Kiln's Winograd kernel, reading relu(batch_norm(x)) on the fly.
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 

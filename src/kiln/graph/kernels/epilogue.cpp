@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/dnnl/context.h"
 #include "kiln/ops/kernels/conv_winograd.h"

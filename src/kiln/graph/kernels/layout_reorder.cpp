@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/dnnl/context.h"
 
 namespace kiln::graph {

@@ -2,7 +2,7 @@
 // (ops/kernels/max_pool_grad.h) bound once to its tensors, with a following relu_grad fused in.
 #include "kiln/ops/kernels/max_pool_grad.h"
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 
 namespace kiln::graph {
 namespace {

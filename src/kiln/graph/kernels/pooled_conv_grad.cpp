@@ -25,7 +25,7 @@
 #endif
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 #include "kiln/ops/kernels/pool_window.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_elementwise.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_elementwise.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/reduce.h"
 
 namespace kiln::graph {
@@ -170,7 +170,7 @@ std::vector<bool> reduction_mask(ops::OpKind op, const ops::Attrs& attrs,
                                  const ops::TensorMeta& in) {
   const int r = in.shape.rank();
   std::vector<bool> mask(size_t(r), false);
-  if (op == ops::OpKind::sum_to) {
+  if (op == ops::OpKind::sum_to_shape) {
     const Shape target(attrs.shape);
     const int off = r - target.rank();
     for (int i = 0; i < r; ++i) {

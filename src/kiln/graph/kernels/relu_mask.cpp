@@ -2,7 +2,7 @@
 // (FusedReduction, via FlatInput::u8) needs only whether each element was positive, and the
 // bytes take a quarter of the f32 activation's memory while it waits for the backward.
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 
 namespace kiln::graph {
 namespace {

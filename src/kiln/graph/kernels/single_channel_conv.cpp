@@ -7,7 +7,7 @@
 #include <array>
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
 namespace kiln::graph {

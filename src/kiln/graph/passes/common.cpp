@@ -1,4 +1,4 @@
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 

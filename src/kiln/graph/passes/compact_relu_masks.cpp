@@ -14,7 +14,7 @@
 // Only large activations (the pass adds a launch and a read of h) that a fused reduction masks
 // (the one kernel that reads bytes), in row-major f32, and only where a node runs between the
 // last other reader and the relu_grad (else h dies there anyway).
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -2,7 +2,7 @@
 // computed once. Autodiff produces such repeats (two rules both taking transpose(w), say).
 #include <unordered_map>
 
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -1,5 +1,5 @@
 // Dead-code elimination: a node lives if a graph output or a side effect needs it.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 

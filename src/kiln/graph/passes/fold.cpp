@@ -1,7 +1,7 @@
 // Constant folding: a pure node whose inputs are all constants runs once, at compile time.
 // Constants come from the trace (autodiff's seed and zero fills, tensors a rule built from
 // scratch); state (parameters, lr) is never a constant, so nothing that changes is baked in.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::graph::passes {

@@ -22,7 +22,7 @@
 // no beta is passed and r is read.)
 //
 // Runs before fuse_elementwise, which would otherwise take the add + relu.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -21,7 +21,7 @@
 //
 // Runs after fuse_bn_relu (which makes the bn_relu nodes) and fuse_epilogues (a convolution
 // with post-ops keeps reading r).
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 
 namespace kiln::graph::passes {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

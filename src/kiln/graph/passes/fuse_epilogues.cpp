@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "kiln/core/context.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/dnnl/context.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 

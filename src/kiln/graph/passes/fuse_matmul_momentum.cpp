@@ -19,7 +19,7 @@
 // becomes one velocity node per product, in schedule order: the first scales the velocity by μ
 // and adds wd·p, the others add their product (μ = 1, wd = 0). Each runs as soon as its slice's
 // backward made its operands, so no slice's gradient is ever a buffer either.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <array>
 
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
 namespace kiln::graph::passes {
@@ -130,7 +130,7 @@ ValueId add_winners_value(Graph& graph, ValueId pooled) {
   ops::TensorMeta winners = graph.value(pooled).meta;
   winners.dtype = DType::u8;
   winners.layout = ops::Layout::channels_last;
-  return graph.add_value(winners, ValueKind::intermediate, "pool_winners");
+  return graph.add_value(winners, ValueKind::intermediate, "max_pool_with_winners");
 }
 
 // Where a flattening reshape is the pooled output's only reader (and it is no graph output),
@@ -209,7 +209,7 @@ int fuse_forward(Graph& graph, NodeId bn) {
 }
 
 // A max pool of r that records its winners for the backward node `bn` (see the header).
-int record_pool_winners(Graph& graph, NodeId bn) {
+int record_max_pool_with_winners(Graph& graph, NodeId bn) {
   const ValueId r = graph.node(bn).inputs[1];
   if (graph.node(bn).post_ops.empty() || graph.value(r).meta.dtype != DType::f32) return 0;
   const std::vector<std::vector<NodeId>> users = graph.users();
@@ -218,7 +218,7 @@ int record_pool_winners(Graph& graph, NodeId bn) {
   const ValueId pooled = graph.node(pool).outputs[0];
   const ValueId won = add_winners_value(graph, pooled);
   Node f;
-  f.type = NodeType::pool_winners;
+  f.type = NodeType::max_pool_with_winners;
   f.op = OpKind::max_pool2d;
   f.attrs = graph.node(pool).attrs;
   f.inputs = {r};
@@ -246,7 +246,7 @@ int fuse_pooled_conv_grad(Graph& graph) {
   }
   for (NodeId bn : backward) {
     const int forward = fuse_forward(graph, bn);
-    fused += forward > 0 ? forward : record_pool_winners(graph, bn);
+    fused += forward > 0 ? forward : record_max_pool_with_winners(graph, bn);
   }
   return fused;
 }

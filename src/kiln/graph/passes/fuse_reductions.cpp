@@ -1,9 +1,9 @@
-// Graph-kernel fusion (b): an elementwise chain feeding sum / mean / sum_to runs inside the
+// Graph-kernel fusion (b): an elementwise chain feeding sum / mean / sum_to_shape runs inside the
 // reduction: each chunk of the chain's result is reduced while still in cache. When other nodes
 // also read the chain's result (relu_grad feeding both a bias gradient and a matmul), the fused
 // kernel writes it as a second output in the same pass instead of re-reading it.
-#include "kiln/graph/fused_kernels.h"
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {
@@ -11,7 +11,7 @@ using ops::OpKind;
 
 bool is_reduction(const Node& n) {
   return n.type == NodeType::op && !n.dead &&
-         (n.op == OpKind::sum || n.op == OpKind::mean || n.op == OpKind::sum_to);
+         (n.op == OpKind::sum || n.op == OpKind::mean || n.op == OpKind::sum_to_shape);
 }
 
 // The chain computing `node`'s output, if it is elementwise over inputs that all share its

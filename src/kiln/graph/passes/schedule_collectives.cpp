@@ -3,7 +3,7 @@
 // communicator's thread while the rest of the backward computes. The waits stay where the trace
 // put them (after the backward, in bucket order), just before the updates that read them.
 // Every rank compiles the same graph, so every rank starts the buckets in the same order.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 

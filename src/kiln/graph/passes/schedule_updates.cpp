@@ -2,7 +2,7 @@
 // right after its gradient is ready and the last earlier reader of the parameter has run,
 // instead of all at the end of backward. A gradient then dies as soon as it is applied, so the
 // memory plan does not have to hold every parameter's gradient at once (what eager mode must do).
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 

@@ -1,5 +1,5 @@
 // Algebraic simplification: identities that autodiff and layer code leave behind.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {
@@ -62,7 +62,7 @@ int simplify_algebra(Graph& graph) {
       }
       case OpKind::reshape:
       case OpKind::broadcast_to:
-      case OpKind::sum_to:
+      case OpKind::sum_to_shape:
       case OpKind::contiguous:
       case OpKind::cast:
         if (laid_out_as_meta(graph, in[0])) replacement = in[0];

@@ -16,7 +16,7 @@
 // back two convolutions later, from memory either way. ResNet-20's stem output: 0.63 -> 0.40 ms,
 // the block's last batch norm that adds it 0.655 -> 0.653. Nor for small outputs, which may
 // well stay cached until the convolution reads them.
-#include "kiln/graph/passes/passes.h"
+#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph::passes {
 namespace {

@@ -289,21 +289,21 @@ const OpDef op_def_all_reduce_bucket_wait = {
 Tensor all_reduce(const Tensor& x, CollectiveReduction reduction) {
   Attrs a;
   a.reduction = int64_t(reduction);
-  return call1(OpKind::all_reduce, {x}, a);
+  return call_one_output(OpKind::all_reduce, {x}, a);
 }
 
 Tensor broadcast(const Tensor& x, int root) {
   Attrs a;
   a.start = root;
-  return call1(OpKind::broadcast, {x}, a);
+  return call_one_output(OpKind::broadcast, {x}, a);
 }
 
 Tensor all_gather(const Tensor& x) {
-  return call1(OpKind::all_gather, {x});
+  return call_one_output(OpKind::all_gather, {x});
 }
 
 Tensor reduce_scatter(const Tensor& x) {
-  return call1(OpKind::reduce_scatter, {x});
+  return call_one_output(OpKind::reduce_scatter, {x});
 }
 
 Tensor barrier() {
@@ -317,7 +317,7 @@ Tensor all_reduce_bucket_start(const std::vector<Tensor>& grads, double prescale
 }
 
 Tensor all_reduce_bucket_wait(const Tensor& bucket) {
-  return call1(OpKind::all_reduce_bucket_wait, {bucket});
+  return call_one_output(OpKind::all_reduce_bucket_wait, {bucket});
 }
 
 }  // namespace kiln::ops

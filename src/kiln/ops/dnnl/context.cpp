@@ -119,46 +119,47 @@ void* scratchpad(size_t bytes) {
   return buf.data;
 }
 
-Runner::Runner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd) : prim_(std::move(prim)) {
+PrimitiveRunner::PrimitiveRunner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd)
+    : prim_(std::move(prim)) {
   dnnl::memory::desc sp = pd.scratchpad_desc();
   scratch_bytes_ = sp.get_size();
   if (scratch_bytes_ > 0) arg(DNNL_ARG_SCRATCHPAD, sp);
 }
 
-Runner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
-                     const dnnl::memory::desc& dst) {
+PrimitiveRunner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                              const dnnl::memory::desc& dst) {
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), scratchpad_attr(),
                                   engine());
-  Runner run(dnnl::matmul(pd), pd);
+  PrimitiveRunner run(dnnl::matmul(pd), pd);
   run.arg(DNNL_ARG_SRC, src);
   run.arg(DNNL_ARG_WEIGHTS, weights);
   run.arg(DNNL_ARG_DST, dst);
   return run;
 }
 
-void Runner::arg(int arg, const dnnl::memory::desc& md) {
+void PrimitiveRunner::arg(int arg, const dnnl::memory::desc& md) {
   // DNNL_MEMORY_NONE: the handle is set before every run.
   args_[arg] = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
 }
 
-void Runner::set(int arg, void* data) {
+void PrimitiveRunner::set(int arg, void* data) {
   args_.at(arg).set_data_handle(data);
 }
 
-void Runner::run() {
+void PrimitiveRunner::run() {
   if (scratch_bytes_ > 0) set(DNNL_ARG_SCRATCHPAD, scratchpad(scratch_bytes_));
   prim_.execute(stream(), args_);
 }
 
 void reorder(const Tensor& src, Tensor& dst) {
   if (src.numel() == 0) return;
-  Key key;
+  PrimitiveKey key;
   key.add(src).add(dst);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto s = desc_of(src, "reorder"), d = desc_of(dst, "reorder");
     dnnl::reorder::primitive_desc pd(engine(), s, engine(), d, scratchpad_attr());
-    Runner run(dnnl::reorder(pd), pd);
+    PrimitiveRunner run(dnnl::reorder(pd), pd);
     run.arg(DNNL_ARG_FROM, s);
     run.arg(DNNL_ARG_TO, d);
     return run;

@@ -77,32 +77,32 @@ void* scratchpad(size_t bytes);
 
 // A cache key: a short list of integers (op tag, shapes, strides, dtypes, attributes) stored
 // inline, so building one allocates nothing.
-class Key {
+class PrimitiveKey {
  public:
   static constexpr int kCapacity = 96;
-  Key& add(int64_t v) {
+  PrimitiveKey& add(int64_t v) {
     if (n_ < kCapacity) v_[n_] = v;
     ++n_;
     return *this;
   }
-  Key& add(const Tensor& t) { return add(t.shape(), t.strides(), t.dtype()); }
-  Key& add(const Shape& s, const Strides& st, DType d) {
+  PrimitiveKey& add(const Tensor& t) { return add(t.shape(), t.strides(), t.dtype()); }
+  PrimitiveKey& add(const Shape& s, const Strides& st, DType d) {
     add(int64_t(d)).add(s.rank());
     for (int64_t x : s) add(x);
     for (int64_t x : st) add(x);
     return *this;
   }
-  Key& add(const Shape& s) {
+  PrimitiveKey& add(const Shape& s) {
     add(s.rank());
     for (int64_t x : s) add(x);
     return *this;
   }
-  Key& add_double(double d) {
+  PrimitiveKey& add_double(double d) {
     int64_t bits;
     std::memcpy(&bits, &d, 8);
     return add(bits);
   }
-  bool operator==(const Key& o) const {
+  bool operator==(const PrimitiveKey& o) const {
     return n_ == o.n_ &&
            std::memcmp(v_, o.v_, sizeof(int64_t) * size_t(std::min(n_, kCapacity))) == 0;
   }
@@ -118,16 +118,16 @@ class Key {
   int n_ = 0;
 };
 
-struct KeyHash {
-  size_t operator()(const Key& k) const { return k.hash(); }
+struct PrimitiveKeyHash {
+  size_t operator()(const PrimitiveKey& k) const { return k.hash(); }
 };
 
 // A ready-to-run primitive: its memory objects are created once; each call only points them at
 // the tensors' data and executes.
-class Runner {
+class PrimitiveRunner {
  public:
-  Runner() = default;
-  Runner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd);
+  PrimitiveRunner() = default;
+  PrimitiveRunner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd);
   // Declares argument `arg` with descriptor `md` (data handle set per call).
   void arg(int arg, const dnnl::memory::desc& md);
   // Points argument `arg` at `data` for the next run().
@@ -143,17 +143,17 @@ class Runner {
 };
 
 // A plain matmul dst = src · weights over these layouts (user scratchpad), arguments declared.
-Runner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
-                     const dnnl::memory::desc& dst);
+PrimitiveRunner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                              const dnnl::memory::desc& dst);
 
-// A per-thread cache of T (usually a struct of Runners) keyed by Key. When full, it is cleared:
-// eager training loops use a handful of shapes, so an LRU would buy nothing.
+// A per-thread cache of T (usually a struct of PrimitiveRunners) keyed by PrimitiveKey. When full,
+// it is cleared: eager training loops use a handful of shapes, so an LRU would buy nothing.
 template <class T>
 class PrimitiveCache {
  public:
   static constexpr size_t kCapacity = 4096;
   template <class Build>
-  T& get(const Key& key, Build&& build) {
+  T& get(const PrimitiveKey& key, Build&& build) {
     if (key.overflowed()) {
       // Too many dims to key inline (never for the ops here); build without caching.
       overflow_ = std::make_unique<T>(build());
@@ -167,7 +167,7 @@ class PrimitiveCache {
   size_t size() const { return map_.size(); }
 
  private:
-  std::unordered_map<Key, std::unique_ptr<T>, KeyHash> map_;
+  std::unordered_map<PrimitiveKey, std::unique_ptr<T>, PrimitiveKeyHash> map_;
   std::unique_ptr<T> overflow_;
 };
 

@@ -1,5 +1,5 @@
 // Binary elementwise ops with NumPy broadcasting.
-#include "kiln/ops/elementwise/common.h"
+#include "kiln/ops/detail/elementwise_common.h"
 
 namespace kiln::ops {
 namespace {
@@ -167,25 +167,25 @@ const OpDef op_def_pow = {
 };
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::add, {a, b});
+  return call_one_output(OpKind::add, {a, b});
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::sub, {a, b});
+  return call_one_output(OpKind::sub, {a, b});
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::mul, {a, b});
+  return call_one_output(OpKind::mul, {a, b});
 }
 Tensor div(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::div, {a, b});
+  return call_one_output(OpKind::div, {a, b});
 }
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::maximum, {a, b});
+  return call_one_output(OpKind::maximum, {a, b});
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::minimum, {a, b});
+  return call_one_output(OpKind::minimum, {a, b});
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::pow, {a, b});
+  return call_one_output(OpKind::pow, {a, b});
 }
 
 }  // namespace kiln::ops

@@ -1,7 +1,7 @@
 // Elementwise ops that gradient rules are written with. They are ops (not code inside the rules)
 // so graph mode can fuse them with their neighbours.
-#include "kiln/ops/elementwise/common.h"
-#include "kiln/ops/kernels/vmath.h"
+#include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/detail/vmath.h"
 
 namespace kiln::ops {
 namespace {
@@ -117,16 +117,16 @@ const OpDef op_def_compare_equal = {
 };
 
 Tensor relu_grad(const Tensor& grad, const Tensor& y) {
-  return call1(OpKind::relu_grad, {grad, y});
+  return call_one_output(OpKind::relu_grad, {grad, y});
 }
 Tensor gelu_grad(const Tensor& grad, const Tensor& x) {
-  return call1(OpKind::gelu_grad, {grad, x});
+  return call_one_output(OpKind::gelu_grad, {grad, x});
 }
 Tensor where_positive(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return call1(OpKind::where_positive, {cond, a, b});
+  return call_one_output(OpKind::where_positive, {cond, a, b});
 }
 Tensor compare_equal(const Tensor& a, const Tensor& b) {
-  return call1(OpKind::compare_equal, {a, b});
+  return call_one_output(OpKind::compare_equal, {a, b});
 }
 
 }  // namespace kiln::ops

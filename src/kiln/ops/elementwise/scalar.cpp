@@ -1,8 +1,8 @@
 // Elementwise ops with a scalar operand (Attrs::scalar), so a constant needs no tensor.
 #include <cmath>
 
-#include "kiln/ops/elementwise/common.h"
-#include "kiln/ops/kernels/vmath.h"
+#include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/detail/vmath.h"
 
 namespace kiln::ops {
 namespace {
@@ -102,19 +102,19 @@ const OpDef op_def_pow_scalar = {
 Tensor add_scalar(const Tensor& x, double s) {
   Attrs attrs;
   attrs.scalar = s;
-  return call1(OpKind::add_scalar, {x}, attrs);
+  return call_one_output(OpKind::add_scalar, {x}, attrs);
 }
 
 Tensor mul_scalar(const Tensor& x, double s) {
   Attrs attrs;
   attrs.scalar = s;
-  return call1(OpKind::mul_scalar, {x}, attrs);
+  return call_one_output(OpKind::mul_scalar, {x}, attrs);
 }
 
 Tensor pow_scalar(const Tensor& x, double exponent) {
   Attrs attrs;
   attrs.scalar = exponent;
-  return call1(OpKind::pow_scalar, {x}, attrs);
+  return call_one_output(OpKind::pow_scalar, {x}, attrs);
 }
 
 }  // namespace kiln::ops

@@ -2,8 +2,8 @@
 // each compiles to AVX-512; gradients are written with other ops (functional.h).
 #include <cmath>
 
-#include "kiln/ops/elementwise/common.h"
-#include "kiln/ops/kernels/vmath.h"
+#include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/detail/vmath.h"
 
 namespace kiln::ops {
 namespace {
@@ -197,40 +197,40 @@ const OpDef op_def_sign = {
 };
 
 Tensor neg(const Tensor& x) {
-  return call1(OpKind::neg, {x});
+  return call_one_output(OpKind::neg, {x});
 }
 Tensor exp(const Tensor& x) {
-  return call1(OpKind::exp, {x});
+  return call_one_output(OpKind::exp, {x});
 }
 Tensor log(const Tensor& x) {
-  return call1(OpKind::log, {x});
+  return call_one_output(OpKind::log, {x});
 }
 Tensor sqrt(const Tensor& x) {
-  return call1(OpKind::sqrt, {x});
+  return call_one_output(OpKind::sqrt, {x});
 }
 Tensor rsqrt(const Tensor& x) {
-  return call1(OpKind::rsqrt, {x});
+  return call_one_output(OpKind::rsqrt, {x});
 }
 Tensor abs(const Tensor& x) {
-  return call1(OpKind::abs, {x});
+  return call_one_output(OpKind::abs, {x});
 }
 Tensor relu(const Tensor& x) {
-  return call1(OpKind::relu, {x});
+  return call_one_output(OpKind::relu, {x});
 }
 Tensor gelu(const Tensor& x) {
-  return call1(OpKind::gelu, {x});
+  return call_one_output(OpKind::gelu, {x});
 }
 Tensor sigmoid(const Tensor& x) {
-  return call1(OpKind::sigmoid, {x});
+  return call_one_output(OpKind::sigmoid, {x});
 }
 Tensor tanh(const Tensor& x) {
-  return call1(OpKind::tanh, {x});
+  return call_one_output(OpKind::tanh, {x});
 }
 Tensor square(const Tensor& x) {
-  return call1(OpKind::square, {x});
+  return call_one_output(OpKind::square, {x});
 }
 Tensor sign(const Tensor& x) {
-  return call1(OpKind::sign, {x});
+  return call_one_output(OpKind::sign, {x});
 }
 
 }  // namespace kiln::ops

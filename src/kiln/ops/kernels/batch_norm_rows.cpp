@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/ops/kernels/batch_norm_vec.h"
+#include "kiln/ops/detail/batch_norm_vec.h"
 
 // GCC 12's AVX-512 intrinsics (batch_norm_vec.h) trip -W[maybe-]uninitialized on their
 // undefined-register idiom; the warning lands wherever they are inlined, so it is off for the

@@ -1,4 +1,4 @@
-#include "kiln/ops/kernels/conv_col2im.h"
+#include "kiln/ops/detail/conv_col2im.h"
 
 #include <omp.h>
 
@@ -135,10 +135,10 @@ void col2im_image(const Geometry& g, const GatherTable& t, const float* col, flo
 // col[rows, Kp] = dy[rows, O] · Wt[O, Kp], all row-major; primitives cached per thread.
 void run_gemm(const float* dy, const float* wt, float* col, int64_t rows, int64_t o, int64_t kp) {
   using namespace dnnl_util;
-  Key key;
+  PrimitiveKey key;
   key.add(rows).add(o).add(kp);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     return matmul_runner(dnnl::memory::desc({rows, o}, dt::f32, tag::ab),
                          dnnl::memory::desc({o, kp}, dt::f32, tag::ab),
                          dnnl::memory::desc({rows, kp}, dt::f32, tag::ab));

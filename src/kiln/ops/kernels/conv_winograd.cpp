@@ -18,7 +18,7 @@
 
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
-#include "kiln/ops/kernels/batch_norm_vec.h"
+#include "kiln/ops/detail/batch_norm_vec.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
 // How it works. F(4x4, 3x3) computes a 4x4 block of outputs from a 6x6 block of inputs d as

@@ -25,9 +25,9 @@ inline WindowMax window_max_2x2(__m512 a, __m512 b, __m512 c, __m512 d) {
   return {_mm512_mask_mov_ps(m2, pd, d), winner};
 }
 
-// The byte a recorded window keeps (graph mode's conv_relu_pool and pool_winners nodes, read by
-// pooled_conv_grad): the winner, plus kWindowDead when the maximum is <= 0 or NaN, where a relu
-// before the pool passes no gradient.
+// The byte a recorded window keeps (graph mode's conv_relu_pool and max_pool_with_winners nodes,
+// read by pooled_conv_grad): the winner, plus kWindowDead when the maximum is <= 0 or NaN, where a
+// relu before the pool passes no gradient.
 inline constexpr int kWindowDead = 4;
 
 inline __m512i window_code(const WindowMax& w) {

@@ -1,6 +1,6 @@
 #pragma once
-// The reduction engine behind sum, mean, max, argmax and sum_to. Every reduction is brought to
-// one or more passes of the form [outer, reduced, inner] → [outer, inner] over dense f32 memory,
+// The reduction engine behind sum, mean, max, argmax and sum_to_shape. Every reduction is brought
+// to one or more passes of the form [outer, reduced, inner] → [outer, inner] over dense f32 memory,
 // which covers the hot training shapes without per-element index math: the last axis (inner = 1),
 // leading axes (bias gradients: outer = 1), and the middle (channels of NCHW, spatial dims of
 // channels-last).

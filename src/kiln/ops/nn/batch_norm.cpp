@@ -10,28 +10,29 @@
 // float rounding of var + eps, which is the quantity the backward uses).
 #include <cmath>
 
+#include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
-#include "kiln/ops/nn/common.h"
 
 namespace kiln::ops {
 namespace {
 using namespace dnnl_util;
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kBatchNorm[] = "batch_norm", kBatchNormGrad[] = "batch_norm_grad";
 
 void check_vector(std::string_view op, const TensorMeta& m, int64_t c, const char* what,
                   std::span<const TensorMeta> in) {
   if (m.shape != Shape{c} || m.dtype != DType::f32) {
-    fail(op,
-         detail::concat(what, " must be f32[", c, "] for ", c, " channels, got ",
-                        dtype_name(m.dtype), m.shape.str()),
-         in);
+    throw_shape_error(op,
+                      detail::concat(what, " must be f32[", c, "] for ", c, " channels, got ",
+                                     dtype_name(m.dtype), m.shape.str()),
+                      in);
   }
 }
 
 int64_t channels(std::string_view op, const TensorMeta& x, std::span<const TensorMeta> in) {
-  if (x.shape.rank() < 2) fail(op, "input must be [N, C, ...], got " + x.shape.str(), in);
+  if (x.shape.rank() < 2)
+    throw_shape_error(op, "input must be [N, C, ...], got " + x.shape.str(), in);
   nn::check_float(op, x, "input", true, in);
   return x.shape[1];
 }
@@ -40,7 +41,8 @@ std::vector<TensorMeta> bn_infer(std::span<const TensorMeta> in, const Attrs& a)
   int64_t c = channels(kBatchNorm, in[0], in);
   const char* names[] = {"", "gamma", "beta", "running_mean", "running_var"};
   for (int i = 1; i < 5; ++i) check_vector(kBatchNorm, in[size_t(i)], c, names[i], in);
-  if (!(a.eps > 0)) fail(kBatchNorm, detail::concat("eps must be > 0, got ", a.eps), in);
+  if (!(a.eps > 0))
+    throw_shape_error(kBatchNorm, detail::concat("eps must be > 0, got ", a.eps), in);
   TensorMeta stat{Shape{c}, DType::f32, Layout::contiguous};
   return {in[0], stat, stat};
 }
@@ -100,13 +102,13 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
     }
     return;
   }
-  Key key;
+  PrimitiveKey key;
   key.add(30 + a.training).add(x).add_double(a.eps);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto data = desc_of(x, kBatchNorm);
     auto pd = forward_pd(data, a.training, a.eps);
-    Runner run(dnnl::batch_normalization_forward(pd), pd);
+    PrimitiveRunner run(dnnl::batch_normalization_forward(pd), pd);
     run.arg(DNNL_ARG_SRC, data);
     run.arg(DNNL_ARG_DST, data);
     run.arg(DNNL_ARG_SCALE, vector_desc(c));
@@ -154,7 +156,7 @@ std::vector<Tensor> bn_grad(const GradCtx& c) {
 std::vector<TensorMeta> bn_grad_infer(std::span<const TensorMeta> in, const Attrs&) {
   int64_t c = channels(kBatchNormGrad, in[1], in);
   if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
-    fail(kBatchNormGrad, "grad must match the input's shape and dtype", in);
+    throw_shape_error(kBatchNormGrad, "grad must match the input's shape and dtype", in);
   }
   const char* names[] = {"", "", "gamma", "saved_mean", "saved_inv_std"};
   for (int i = 2; i < 5; ++i) check_vector(kBatchNormGrad, in[size_t(i)], c, names[i], in);
@@ -185,17 +187,17 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   for (int64_t i = 0; i < c; ++i) {
     var[size_t(i)] = float(1.0 / (double(is[i]) * double(is[i])) - a.eps);
   }
-  Key key;
+  PrimitiveKey key;
   key.add(32 + a.training).add(x).add_double(a.eps);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto data = desc_of(x, kBatchNormGrad);
     auto hint = forward_pd(data, a.training, a.eps);
     dnnl::batch_normalization_backward::primitive_desc pd(
         dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data,
                                                  float(a.eps), bn_flags(a.training)),
         scratchpad_attr(), engine(), hint);
-    Runner run(dnnl::batch_normalization_backward(pd), pd);
+    PrimitiveRunner run(dnnl::batch_normalization_backward(pd), pd);
     run.arg(DNNL_ARG_SRC, data);
     run.arg(DNNL_ARG_DIFF_DST, data);
     run.arg(DNNL_ARG_DIFF_SRC, data);

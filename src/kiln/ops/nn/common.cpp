@@ -1,4 +1,4 @@
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops::nn {
 
@@ -11,17 +11,18 @@ std::string describe_metas(std::span<const TensorMeta> metas) {
   return s;
 }
 
-void fail(std::string_view op, const std::string& what, std::span<const TensorMeta> inputs) {
+void throw_shape_error(std::string_view op, const std::string& what,
+                       std::span<const TensorMeta> inputs) {
   throw ShapeError(std::string(op) + ": " + what + " (inputs: " + describe_metas(inputs) + ")");
 }
 
 void check_float(std::string_view op, const TensorMeta& m, const char* what, bool allow_bf16,
                  std::span<const TensorMeta> inputs) {
   if (m.dtype == DType::f32 || (allow_bf16 && m.dtype == DType::bf16)) return;
-  fail(op,
-       std::string(what) + " has dtype " + std::string(dtype_name(m.dtype)) + ", expected f32" +
-           (allow_bf16 ? " or bf16" : ""),
-       inputs);
+  throw_shape_error(op,
+                    std::string(what) + " has dtype " + std::string(dtype_name(m.dtype)) +
+                        ", expected f32" + (allow_bf16 ? " or bf16" : ""),
+                    inputs);
 }
 
 double bytes_of(const TensorMeta& m) {
@@ -46,8 +47,8 @@ Tensor as_f32_row_major(const Tensor& t) {
   return out;
 }
 
-void run_normalization_backward(dnnl_util::Runner& r, const Tensor& x, const Tensor& dy, void* dx,
-                                const Tensor& mean, void* variance, const Tensor& gamma,
+void run_normalization_backward(dnnl_util::PrimitiveRunner& r, const Tensor& x, const Tensor& dy,
+                                void* dx, const Tensor& mean, void* variance, const Tensor& gamma,
                                 Tensor& dgamma, Tensor& dbeta) {
   r.set(DNNL_ARG_SRC, x.raw_data());
   r.set(DNNL_ARG_DIFF_DST, dy.raw_data());

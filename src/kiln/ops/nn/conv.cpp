@@ -9,17 +9,17 @@
 // large ones (ops/dnnl/blocked_copy.h says why). Either costs a few µs against a conv of 100s
 // of µs.
 #include "kiln/core/context.h"
+#include "kiln/ops/detail/conv_col2im.h"
+#include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/dnnl/blocked_copy.h"
-#include "kiln/ops/kernels/conv_col2im.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 #include "kiln/ops/kernels/reduce.h"
-#include "kiln/ops/nn/common.h"
 
 namespace kiln::ops {
 namespace {
 using namespace dnnl_util;
-using nn::fail;
+using nn::throw_shape_error;
 using nn::window_out;
 
 constexpr char kConv[] = "conv2d", kConvBwdData[] = "conv2d_backward_data",
@@ -32,38 +32,41 @@ struct ConvGeom {
 // Validates x_shape/w_shape/attrs for op `op` and returns the geometry.
 ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& w, const Attrs& a,
                    std::span<const TensorMeta> in) {
-  if (x.rank() != 4) fail(op, "input must be [N, C, H, W], got " + x.str(), in);
-  if (w.rank() != 4) fail(op, "weight must be [O, C/groups, KH, KW], got " + w.str(), in);
-  if (a.groups < 1) fail(op, detail::concat("groups must be >= 1, got ", a.groups), in);
+  if (x.rank() != 4) throw_shape_error(op, "input must be [N, C, H, W], got " + x.str(), in);
+  if (w.rank() != 4)
+    throw_shape_error(op, "weight must be [O, C/groups, KH, KW], got " + w.str(), in);
+  if (a.groups < 1)
+    throw_shape_error(op, detail::concat("groups must be >= 1, got ", a.groups), in);
   for (int i = 0; i < 2; ++i) {
     if (a.stride[i] < 1 || a.dilation[i] < 1 || a.padding[i] < 0) {
-      fail(op,
-           detail::concat("bad stride/padding/dilation (", a.stride[0], ",", a.stride[1], ")/(",
-                          a.padding[0], ",", a.padding[1], ")/(", a.dilation[0], ",", a.dilation[1],
-                          ")"),
-           in);
+      throw_shape_error(op,
+                        detail::concat("bad stride/padding/dilation (", a.stride[0], ",",
+                                       a.stride[1], ")/(", a.padding[0], ",", a.padding[1], ")/(",
+                                       a.dilation[0], ",", a.dilation[1], ")"),
+                        in);
     }
   }
   ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, a.groups};
   if (g.c % g.groups != 0 || g.o % g.groups != 0) {
-    fail(op,
-         detail::concat("channels in ", g.c, " and out ", g.o, " must divide by groups ", g.groups),
-         in);
+    throw_shape_error(
+        op,
+        detail::concat("channels in ", g.c, " and out ", g.o, " must divide by groups ", g.groups),
+        in);
   }
   if (w[1] * g.groups != g.c) {
-    fail(op,
-         detail::concat("input has ", g.c, " channels but weight ", w.str(), " expects ",
-                        w[1] * g.groups, " (groups ", g.groups, ")"),
-         in);
+    throw_shape_error(op,
+                      detail::concat("input has ", g.c, " channels but weight ", w.str(),
+                                     " expects ", w[1] * g.groups, " (groups ", g.groups, ")"),
+                      in);
   }
   g.oh = window_out(g.h, g.kh, a.stride[0], a.padding[0], a.dilation[0]);
   g.ow = window_out(g.w, g.kw, a.stride[1], a.padding[1], a.dilation[1]);
   if (g.oh < 1 || g.ow < 1) {
-    fail(op,
-         detail::concat("kernel ", g.kh, "x", g.kw, " (dilation ", a.dilation[0], "x",
-                        a.dilation[1], ") does not fit input ", g.h, "x", g.w, " padded by ",
-                        a.padding[0], "x", a.padding[1]),
-         in);
+    throw_shape_error(op,
+                      detail::concat("kernel ", g.kh, "x", g.kw, " (dilation ", a.dilation[0], "x",
+                                     a.dilation[1], ") does not fit input ", g.h, "x", g.w,
+                                     " padded by ", a.padding[0], "x", a.padding[1]),
+                      in);
   }
   return g;
 }
@@ -95,7 +98,7 @@ int64_t conv_algorithm_setting() {
   return algorithm == "direct" ? 1 : algorithm == "winograd" ? 2 : 0;
 }
 
-void add_conv_key(Key& key, const ConvGeom& g, const Attrs& a) {
+void add_conv_key(PrimitiveKey& key, const ConvGeom& g, const Attrs& a) {
   key.add(g.groups).add(int64_t(a.nchw16c)).add(conv_algorithm_setting());
   for (int i = 0; i < 2; ++i) key.add(a.stride[i]).add(a.padding[i]).add(a.dilation[i]);
 }
@@ -188,9 +191,9 @@ ConvAlgorithm choose_algorithm(const ConvGeom& g, const Attrs& a, DType dtype,
 }
 
 // A reorder between two layouts of the same data (weights, or activations staged for Winograd).
-Runner reorder_runner(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+PrimitiveRunner reorder_runner(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
   dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, scratchpad_attr());
-  Runner r(dnnl::reorder(pd), pd);
+  PrimitiveRunner r(dnnl::reorder(pd), pd);
   r.arg(DNNL_ARG_FROM, from);
   r.arg(DNNL_ARG_TO, to);
   return r;
@@ -201,15 +204,15 @@ Runner reorder_runner(const dnnl::memory::desc& from, const dnnl::memory::desc& 
 struct StagedArg {
   int arg;
   bool is_input;
-  Runner reorder;
+  PrimitiveRunner reorder;
   size_t bytes;
 };
 
 struct ConvPrim {
-  Runner conv;
+  PrimitiveRunner conv;
   bool weights_staged = false;  // in another layout than the tensor's: weight_copy or weights
   std::optional<BlockedCopy> weight_copy;  // user layout <-> primitive layout, or else:
-  Runner weights;
+  PrimitiveRunner weights;
   size_t weight_bytes = 0;
   std::vector<StagedArg> staged;
 
@@ -285,17 +288,20 @@ void run_conv(ConvPrim& p, std::initializer_list<std::pair<int, void*>> activati
 
 std::vector<TensorMeta> conv_infer(std::span<const TensorMeta> in, const Attrs& a) {
   if (in.size() != 2 && in.size() != 3) {
-    fail(kConv, detail::concat("expects 2 or 3 inputs (x, w[, bias]), got ", in.size()), in);
+    throw_shape_error(kConv,
+                      detail::concat("expects 2 or 3 inputs (x, w[, bias]), got ", in.size()), in);
   }
   nn::check_float(kConv, in[0], "input", true, in);
-  if (in[1].dtype != in[0].dtype) fail(kConv, "weight dtype differs from input dtype", in);
+  if (in[1].dtype != in[0].dtype)
+    throw_shape_error(kConv, "weight dtype differs from input dtype", in);
   ConvGeom g = conv_geom(kConv, in[0].shape, in[1].shape, a, in);
   if (in.size() == 3) {
     if (in[2].shape != Shape{g.o}) {
-      fail(kConv, detail::concat("bias must be [", g.o, "], got ", in[2].shape.str()), in);
+      throw_shape_error(kConv, detail::concat("bias must be [", g.o, "], got ", in[2].shape.str()),
+                        in);
     }
     if (in[2].dtype != in[0].dtype && in[2].dtype != DType::f32) {
-      fail(kConv, "bias dtype must be f32 or the input's", in);
+      throw_shape_error(kConv, "bias dtype must be f32 or the input's", in);
     }
   }
   return {{out_shape(g), in[0].dtype, Layout::channels_last}};
@@ -324,7 +330,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
     return;
   }
   ConvGeom g = conv_geom(kConv, x.shape(), w.shape(), a, {});
-  Key key;
+  PrimitiveKey key;
   key.add(2).add(x).add(w.shape()).add(has_bias ? int64_t(bias.dtype()) : -1);
   add_conv_key(key, g, a);
   thread_local PrimitiveCache<ConvPrim> cache;
@@ -338,7 +344,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
     ConvAlgorithm alg = choose_algorithm(g, a, x.dtype(), src, wany, bias_md, dst);
     auto pd = forward_pd(alg.src, wany, bias_md, alg.dst, a, alg.alg);
     ConvPrim prim;
-    prim.conv = Runner(dnnl::convolution_forward(pd), pd);
+    prim.conv = PrimitiveRunner(dnnl::convolution_forward(pd), pd);
     prim.activation(DNNL_ARG_SRC, src, pd.src_desc(), true);
     prim.conv.arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
     prim.activation(DNNL_ARG_DST, dst, pd.dst_desc(), false);
@@ -388,14 +394,15 @@ Cost conv_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, 
 
 std::vector<TensorMeta> bwd_data_infer(std::span<const TensorMeta> in, const Attrs& a) {
   nn::check_float(kConvBwdData, in[0], "grad", true, in);
-  if (in[1].dtype != in[0].dtype) fail(kConvBwdData, "weight dtype differs from grad dtype", in);
+  if (in[1].dtype != in[0].dtype)
+    throw_shape_error(kConvBwdData, "weight dtype differs from grad dtype", in);
   Shape xs(a.shape);
   ConvGeom g = conv_geom(kConvBwdData, xs, in[1].shape, a, in);
   if (in[0].shape != out_shape(g)) {
-    fail(kConvBwdData,
-         "grad shape " + in[0].shape.str() + " does not match the output " + out_shape(g).str() +
-             " of input " + xs.str(),
-         in);
+    throw_shape_error(kConvBwdData,
+                      "grad shape " + in[0].shape.str() + " does not match the output " +
+                          out_shape(g).str() + " of input " + xs.str(),
+                      in);
   }
   return {{xs, in[0].dtype, Layout::channels_last}};
 }
@@ -464,7 +471,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     conv_kernel(args, out, forward);
     return;
   }
-  Key key;
+  PrimitiveKey key;
   key.add(3).add(dy).add(w.shape()).add(dx);
   add_conv_key(key, g, a);
   thread_local PrimitiveCache<ConvPrim> cache;
@@ -480,7 +487,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
                                               wa.dilates, wa.padding, wa.padding),
         scratchpad_attr(), engine(), hint);
     ConvPrim prim;
-    prim.conv = Runner(dnnl::convolution_backward_data(pd), pd);
+    prim.conv = PrimitiveRunner(dnnl::convolution_backward_data(pd), pd);
     prim.activation(DNNL_ARG_DIFF_DST, diff_dst, pd.diff_dst_desc(), true);
     prim.conv.arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
     prim.activation(DNNL_ARG_DIFF_SRC, diff_src, pd.diff_src_desc(), false);
@@ -515,14 +522,15 @@ Cost bwd_data_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> o
 // sums over) asks for the bias gradient as a second output.
 std::vector<TensorMeta> bwd_weights_infer(std::span<const TensorMeta> in, const Attrs& a) {
   nn::check_float(kConvBwdWeights, in[0], "grad", true, in);
-  if (in[1].dtype != in[0].dtype) fail(kConvBwdWeights, "input dtype differs from grad dtype", in);
+  if (in[1].dtype != in[0].dtype)
+    throw_shape_error(kConvBwdWeights, "input dtype differs from grad dtype", in);
   Shape ws(a.shape);
   ConvGeom g = conv_geom(kConvBwdWeights, in[1].shape, ws, a, in);
   if (in[0].shape != out_shape(g)) {
-    fail(kConvBwdWeights,
-         "grad shape " + in[0].shape.str() + " does not match the output " + out_shape(g).str() +
-             " of input " + in[1].shape.str(),
-         in);
+    throw_shape_error(kConvBwdWeights,
+                      "grad shape " + in[0].shape.str() + " does not match the output " +
+                          out_shape(g).str() + " of input " + in[1].shape.str(),
+                      in);
   }
   std::vector<TensorMeta> out{{ws, in[0].dtype, Layout::contiguous}};
   if (!a.axes.empty()) out.push_back({Shape{g.o}, in[0].dtype, Layout::contiguous});
@@ -566,7 +574,7 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
     }
     return;
   }
-  Key key;
+  PrimitiveKey key;
   key.add(4).add(dy).add(x).add(dw.shape()).add(has_bias);
   add_conv_key(key, g, a);
   thread_local PrimitiveCache<ConvPrim> cache;
@@ -588,7 +596,7 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
                                                                     wa.padding, wa.padding);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, scratchpad_attr(), engine(), hint);
     ConvPrim prim;
-    prim.conv = Runner(dnnl::convolution_backward_weights(pd), pd);
+    prim.conv = PrimitiveRunner(dnnl::convolution_backward_weights(pd), pd);
     prim.activation(DNNL_ARG_SRC, src, pd.src_desc(), true);
     prim.activation(DNNL_ARG_DIFF_DST, diff_dst, pd.diff_dst_desc(), true);
     prim.conv.arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc());
@@ -680,15 +688,15 @@ const OpDef op_def_conv2d_backward_weights = {
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt) {
   Attrs a = conv_attrs(opt);
-  if (bias.defined()) return call1(OpKind::conv2d, {x, w, bias}, a);
-  return call1(OpKind::conv2d, {x, w}, a);
+  if (bias.defined()) return call_one_output(OpKind::conv2d, {x, w, bias}, a);
+  return call_one_output(OpKind::conv2d, {x, w}, a);
 }
 
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& w, const Shape& x_shape,
                             const Conv2dOptions& opt) {
   Attrs a = conv_attrs(opt);
   a.shape = x_shape.dims();
-  return call1(OpKind::conv2d_backward_data, {grad, w}, a);
+  return call_one_output(OpKind::conv2d_backward_data, {grad, w}, a);
 }
 
 std::vector<Tensor> conv2d_backward_weights(const Tensor& grad, const Tensor& x,

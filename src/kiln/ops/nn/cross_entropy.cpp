@@ -3,11 +3,11 @@
 // small terms.
 #include <cmath>
 
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kCrossEntropy[] = "softmax_cross_entropy",
                kCrossEntropyGrad[] = "softmax_cross_entropy_grad";
@@ -15,23 +15,25 @@ constexpr char kCrossEntropy[] = "softmax_cross_entropy",
 // Checks logits [N, C] and labels [N] for op `op`.
 void check_logits_labels(std::string_view op, const TensorMeta& logits, const TensorMeta& labels,
                          const Attrs& a, std::span<const TensorMeta> in) {
-  if (logits.shape.rank() != 2) fail(op, "logits must be [N, C], got " + logits.shape.str(), in);
+  if (logits.shape.rank() != 2)
+    throw_shape_error(op, "logits must be [N, C], got " + logits.shape.str(), in);
   nn::check_float(op, logits, "logits", true, in);
   if (labels.dtype != DType::i32 && labels.dtype != DType::i64) {
-    fail(op,
-         "labels must be class indices of dtype i32 or i64, got " +
-             std::string(dtype_name(labels.dtype)),
-         in);
+    throw_shape_error(op,
+                      "labels must be class indices of dtype i32 or i64, got " +
+                          std::string(dtype_name(labels.dtype)),
+                      in);
   }
   if (labels.shape != Shape{logits.shape[0]}) {
-    fail(op,
-         "labels must be [" + std::to_string(logits.shape[0]) + "] to match logits " +
-             logits.shape.str() + ", got " + labels.shape.str(),
-         in);
+    throw_shape_error(op,
+                      "labels must be [" + std::to_string(logits.shape[0]) + "] to match logits " +
+                          logits.shape.str() + ", got " + labels.shape.str(),
+                      in);
   }
   if (a.reduction < 0 || a.reduction > 2) {
-    fail(op, detail::concat("reduction must be 0 (mean), 1 (sum) or 2 (none), got ", a.reduction),
-         in);
+    throw_shape_error(
+        op, detail::concat("reduction must be 0 (mean), 1 (sum) or 2 (none), got ", a.reduction),
+        in);
   }
 }
 
@@ -95,10 +97,10 @@ void ce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
 std::vector<TensorMeta> ce_grad_infer(std::span<const TensorMeta> in, const Attrs& a) {
   check_logits_labels(kCrossEntropyGrad, in[1], in[2], a, in);
   if (in[0].shape != loss_shape(in[1].shape[0], a)) {
-    fail(kCrossEntropyGrad,
-         "grad shape " + in[0].shape.str() + " does not match the loss shape " +
-             loss_shape(in[1].shape[0], a).str(),
-         in);
+    throw_shape_error(kCrossEntropyGrad,
+                      "grad shape " + in[0].shape.str() + " does not match the loss shape " +
+                          loss_shape(in[1].shape[0], a).str(),
+                      in);
   }
   return {{in[1].shape, in[1].dtype, Layout::contiguous}};
 }
@@ -138,8 +140,8 @@ const OpDef op_def_softmax_cross_entropy = {
     .infer = ce_infer,
     .kernel = ce_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      Tensor g = call1(OpKind::softmax_cross_entropy_grad,
-                       {c.grad_outputs[0], c.inputs[0], c.inputs[1]}, c.attrs);
+      Tensor g = call_one_output(OpKind::softmax_cross_entropy_grad,
+                                 {c.grad_outputs[0], c.inputs[0], c.inputs[1]}, c.attrs);
       return {g, Tensor()};
     },
     .saved_inputs = 0b11,
@@ -162,7 +164,7 @@ const OpDef op_def_softmax_cross_entropy_grad = {
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t reduction) {
   Attrs a;
   a.reduction = reduction;
-  return call1(OpKind::softmax_cross_entropy, {logits, labels}, a);
+  return call_one_output(OpKind::softmax_cross_entropy, {logits, labels}, a);
 }
 
 }  // namespace kiln::ops

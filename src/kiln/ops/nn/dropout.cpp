@@ -2,11 +2,11 @@
 // (seed, element index) — a counter-based hash — so it does not depend on the thread count and
 // graph mode can replay it; the functional wrapper draws the seed from kiln::default_generator().
 #include "kiln/core/random.h"
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kDropout[] = "dropout";
 
@@ -19,7 +19,7 @@ inline uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
 std::vector<TensorMeta> dropout_infer(std::span<const TensorMeta> in, const Attrs& a) {
   nn::check_float(kDropout, in[0], "input", true, in);
   if (!(a.scalar >= 0.0 && a.scalar <= 1.0)) {
-    fail(kDropout, detail::concat("p must be in [0, 1], got ", a.scalar), in);
+    throw_shape_error(kDropout, detail::concat("p must be in [0, 1], got ", a.scalar), in);
   }
   return {in[0], in[0]};
 }

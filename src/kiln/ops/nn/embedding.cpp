@@ -2,17 +2,18 @@
 // scatter-add of the gradient rows into a zero table.
 #include <cstring>
 
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kEmbedding[] = "embedding", kEmbeddingGrad[] = "embedding_grad";
 
 void check_indices(std::string_view op, const TensorMeta& idx, std::span<const TensorMeta> in) {
   if (idx.dtype != DType::i32 && idx.dtype != DType::i64) {
-    fail(op, "indices must have dtype i32 or i64, got " + std::string(dtype_name(idx.dtype)), in);
+    throw_shape_error(
+        op, "indices must have dtype i32 or i64, got " + std::string(dtype_name(idx.dtype)), in);
   }
 }
 
@@ -29,7 +30,7 @@ std::vector<int64_t> indices_of(std::string_view op, const Tensor& idx, int64_t 
 
 std::vector<TensorMeta> embedding_infer(std::span<const TensorMeta> in, const Attrs&) {
   if (in[0].shape.rank() != 2)
-    fail(kEmbedding, "table must be [V, D], got " + in[0].shape.str(), in);
+    throw_shape_error(kEmbedding, "table must be [V, D], got " + in[0].shape.str(), in);
   nn::check_float(kEmbedding, in[0], "table", true, in);
   check_indices(kEmbedding, in[1], in);
   std::vector<int64_t> out = in[1].shape.dims();
@@ -56,9 +57,10 @@ std::vector<TensorMeta> embedding_grad_infer(std::span<const TensorMeta> in, con
   const Shape& g = in[0].shape;
   if (g.rank() != in[1].shape.rank() + 1 ||
       !std::equal(in[1].shape.begin(), in[1].shape.end(), g.begin())) {
-    fail(kEmbeddingGrad, "grad must be indices.shape + [D]", in);
+    throw_shape_error(kEmbeddingGrad, "grad must be indices.shape + [D]", in);
   }
-  if (a.num_classes < 1) fail(kEmbeddingGrad, "num_classes (table rows) must be >= 1", in);
+  if (a.num_classes < 1)
+    throw_shape_error(kEmbeddingGrad, "num_classes (table rows) must be >= 1", in);
   return {{Shape{a.num_classes, g[g.rank() - 1]}, in[0].dtype, Layout::contiguous}};
 }
 
@@ -98,7 +100,8 @@ const OpDef op_def_embedding = {
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       Attrs a;
       a.num_classes = c.input_metas[0].shape[0];
-      return {call1(OpKind::embedding_grad, {c.grad_outputs[0], c.inputs[1]}, a), Tensor()};
+      return {call_one_output(OpKind::embedding_grad, {c.grad_outputs[0], c.inputs[1]}, a),
+              Tensor()};
     },
     .saved_inputs = 0b10,
     .amp = AmpClass::follow,
@@ -122,7 +125,7 @@ const OpDef op_def_embedding_grad = {
 };
 
 Tensor embedding(const Tensor& table, const Tensor& indices) {
-  return call1(OpKind::embedding, {table, indices});
+  return call_one_output(OpKind::embedding, {table, indices});
 }
 
 }  // namespace kiln::ops

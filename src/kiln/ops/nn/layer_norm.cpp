@@ -3,12 +3,12 @@
 // {y, mean, inv_std}; the statistics have the shape of the leading dims.
 #include <cmath>
 
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {
 using namespace dnnl_util;
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kLayerNorm[] = "layer_norm", kLayerNormGrad[] = "layer_norm_grad";
 
@@ -19,18 +19,19 @@ Shape stat_shape(std::string_view op, const TensorMeta& x, const TensorMeta& gam
   int k = gamma.shape.rank(), r = x.shape.rank();
   if (k < 1 || k > r ||
       !std::equal(gamma.shape.begin(), gamma.shape.end(), x.shape.begin() + (r - k))) {
-    fail(op, "gamma's shape must equal the input's trailing dims", in);
+    throw_shape_error(op, "gamma's shape must equal the input's trailing dims", in);
   }
-  if (gamma.dtype != DType::f32) fail(op, "gamma must be f32", in);
+  if (gamma.dtype != DType::f32) throw_shape_error(op, "gamma must be f32", in);
   return Shape(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + (r - k)));
 }
 
 std::vector<TensorMeta> ln_infer(std::span<const TensorMeta> in, const Attrs& a) {
   Shape s = stat_shape(kLayerNorm, in[0], in[1], in);
   if (in[2].shape != in[1].shape || in[2].dtype != DType::f32) {
-    fail(kLayerNorm, "beta must be f32 with gamma's shape", in);
+    throw_shape_error(kLayerNorm, "beta must be f32 with gamma's shape", in);
   }
-  if (!(a.eps > 0)) fail(kLayerNorm, detail::concat("eps must be > 0, got ", a.eps), in);
+  if (!(a.eps > 0))
+    throw_shape_error(kLayerNorm, detail::concat("eps must be > 0, got ", a.eps), in);
   TensorMeta stat{s, DType::f32, Layout::contiguous};
   return {{in[0].shape, in[0].dtype, Layout::contiguous}, stat, stat};
 }
@@ -62,13 +63,13 @@ void ln_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
   Tensor gamma = nn::row_major(in[1]), beta = nn::row_major(in[2]);
   Rows rows = rows_of(x, gamma);
   if (rows.m == 0 || rows.d == 0) return;
-  Key key;
+  PrimitiveKey key;
   key.add(40).add(rows.m).add(rows.d).add(int64_t(x.dtype())).add_double(a.eps);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto data = data_desc(rows, x.dtype());
     auto pd = forward_pd(data, a.eps);
-    Runner run(dnnl::layer_normalization_forward(pd), pd);
+    PrimitiveRunner run(dnnl::layer_normalization_forward(pd), pd);
     run.arg(DNNL_ARG_SRC, data);
     run.arg(DNNL_ARG_DST, data);
     run.arg(DNNL_ARG_SCALE, vector_desc(rows.d));
@@ -93,11 +94,11 @@ void ln_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
 std::vector<TensorMeta> ln_grad_infer(std::span<const TensorMeta> in, const Attrs&) {
   Shape s = stat_shape(kLayerNormGrad, in[1], in[2], in);
   if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
-    fail(kLayerNormGrad, "grad must match the input's shape and dtype", in);
+    throw_shape_error(kLayerNormGrad, "grad must match the input's shape and dtype", in);
   }
   for (int i = 3; i < 5; ++i) {
     if (in[size_t(i)].shape != s || in[size_t(i)].dtype != DType::f32) {
-      fail(kLayerNormGrad, "mean and inv_std must be f32" + s.str(), in);
+      throw_shape_error(kLayerNormGrad, "mean and inv_std must be f32" + s.str(), in);
     }
   }
   TensorMeta param{in[2].shape, DType::f32, Layout::contiguous};
@@ -117,17 +118,17 @@ void ln_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   const float* is = inv_std.data<float>();
   float* pv = var.data<float>();
   for (int64_t i = 0; i < rows.m; ++i) pv[i] = float(1.0 / (double(is[i]) * double(is[i])) - a.eps);
-  Key key;
+  PrimitiveKey key;
   key.add(41).add(rows.m).add(rows.d).add(int64_t(x.dtype())).add_double(a.eps);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto data = data_desc(rows, x.dtype());
     auto hint = forward_pd(data, a.eps);
     dnnl::layer_normalization_backward::primitive_desc pd(
         dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, data, data,
                                                  float(a.eps), kFlags),
         scratchpad_attr(), engine(), hint);
-    Runner run(dnnl::layer_normalization_backward(pd), pd);
+    PrimitiveRunner run(dnnl::layer_normalization_backward(pd), pd);
     run.arg(DNNL_ARG_SRC, data);
     run.arg(DNNL_ARG_DIFF_DST, data);
     run.arg(DNNL_ARG_DIFF_SRC, data);

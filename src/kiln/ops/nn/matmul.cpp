@@ -1,12 +1,12 @@
 // Matrix product over the last two dims, batched over broadcast leading dims, on oneDNN.
 // transpose_a/transpose_b are expressed as strides, so neither the forward nor the gradients
 // (which use the transposed forms) ever copy an operand.
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {
 using namespace dnnl_util;
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kMatmul[] = "matmul";
 
@@ -18,20 +18,20 @@ struct MatmulDims {
 MatmulDims matmul_dims(std::span<const TensorMeta> in, const Attrs& attrs) {
   const TensorMeta &a = in[0], &b = in[1];
   if (a.shape.rank() < 2 || b.shape.rank() < 2) {
-    fail(kMatmul, "both operands need rank >= 2", in);
+    throw_shape_error(kMatmul, "both operands need rank >= 2", in);
   }
   nn::check_float(kMatmul, a, "a", true, in);
-  if (b.dtype != a.dtype) fail(kMatmul, "operand dtypes differ", in);
+  if (b.dtype != a.dtype) throw_shape_error(kMatmul, "operand dtypes differ", in);
   int ra = a.shape.rank(), rb = b.shape.rank();
   int64_t m = attrs.transpose_a ? a.shape[ra - 1] : a.shape[ra - 2];
   int64_t ka = attrs.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
   int64_t kb = attrs.transpose_b ? b.shape[rb - 1] : b.shape[rb - 2];
   int64_t n = attrs.transpose_b ? b.shape[rb - 2] : b.shape[rb - 1];
   if (ka != kb) {
-    fail(kMatmul,
-         detail::concat("inner dimensions differ (", ka, " vs ", kb, "; transpose_a=",
-                        attrs.transpose_a, ", transpose_b=", attrs.transpose_b, ")"),
-         in);
+    throw_shape_error(kMatmul,
+                      detail::concat("inner dimensions differ (", ka, " vs ", kb, "; transpose_a=",
+                                     attrs.transpose_a, ", transpose_b=", attrs.transpose_b, ")"),
+                      in);
   }
   Shape ba(std::vector<int64_t>(a.shape.begin(), a.shape.end() - 2));
   Shape bb(std::vector<int64_t>(b.shape.begin(), b.shape.end() - 2));
@@ -39,7 +39,8 @@ MatmulDims matmul_dims(std::span<const TensorMeta> in, const Attrs& attrs) {
   try {
     batch = broadcast_shapes(ba, bb, kMatmul);
   } catch (const ShapeError&) {
-    fail(kMatmul, "batch dimensions " + ba.str() + " and " + bb.str() + " do not broadcast", in);
+    throw_shape_error(
+        kMatmul, "batch dimensions " + ba.str() + " and " + bb.str() + " do not broadcast", in);
   }
   return {batch, m, ka, n};
 }
@@ -106,10 +107,10 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attr
   Strides ta, tb;
   operand_view(a, attrs.transpose_a, rank, sa, ta);
   operand_view(b, attrs.transpose_b, rank, sb, tb);
-  Key key;
+  PrimitiveKey key;
   key.add(1).add(sa, ta, a.dtype()).add(sb, tb, b.dtype());
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     return matmul_runner(desc_of(sa, ta, a.dtype(), kMatmul), desc_of(sb, tb, b.dtype(), kMatmul),
                          desc_of(y, kMatmul));
   });
@@ -161,7 +162,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   Attrs attrs;
   attrs.transpose_a = transpose_a;
   attrs.transpose_b = transpose_b;
-  return call1(OpKind::matmul, {a, b}, attrs);
+  return call_one_output(OpKind::matmul, {a, b}, attrs);
 }
 
 }  // namespace kiln::ops

@@ -8,36 +8,37 @@
 // non-overlapping f32 windows (the common 2×2/2) in one pass of our own (kernels/
 // max_pool_grad.h), anything else by recomputing oneDNN's forward (training mode, workspace into
 // scratch) and running its backward primitive.
+#include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/kernels/max_pool_grad.h"
-#include "kiln/ops/nn/common.h"
 
 namespace kiln::ops {
 namespace {
 using namespace dnnl_util;
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kMaxPool[] = "max_pool2d", kMaxPoolGrad[] = "max_pool2d_grad",
                kAvgPool[] = "avg_pool2d", kAvgPoolGrad[] = "avg_pool2d_grad";
 
 Shape pooled_shape(std::string_view op, const Shape& x, const Attrs& a,
                    std::span<const TensorMeta> in) {
-  if (x.rank() != 4) fail(op, "input must be [N, C, H, W], got " + x.str(), in);
+  if (x.rank() != 4) throw_shape_error(op, "input must be [N, C, H, W], got " + x.str(), in);
   for (int i = 0; i < 2; ++i) {
     if (a.kernel[i] < 1 || a.stride[i] < 1 || a.padding[i] < 0 || 2 * a.padding[i] > a.kernel[i]) {
-      fail(op,
-           detail::concat("bad kernel/stride/padding (", a.kernel[0], ",", a.kernel[1], ")/(",
-                          a.stride[0], ",", a.stride[1], ")/(", a.padding[0], ",", a.padding[1],
-                          "): padding may be at most half the kernel"),
-           in);
+      throw_shape_error(
+          op,
+          detail::concat("bad kernel/stride/padding (", a.kernel[0], ",", a.kernel[1], ")/(",
+                         a.stride[0], ",", a.stride[1], ")/(", a.padding[0], ",", a.padding[1],
+                         "): padding may be at most half the kernel"),
+          in);
     }
   }
   int64_t oh = nn::window_out(x[2], a.kernel[0], a.stride[0], a.padding[0], 1);
   int64_t ow = nn::window_out(x[3], a.kernel[1], a.stride[1], a.padding[1], 1);
   if (oh < 1 || ow < 1) {
-    fail(op,
-         detail::concat("kernel ", a.kernel[0], "x", a.kernel[1], " does not fit input ", x[2], "x",
-                        x[3]),
-         in);
+    throw_shape_error(op,
+                      detail::concat("kernel ", a.kernel[0], "x", a.kernel[1],
+                                     " does not fit input ", x[2], "x", x[3]),
+                      in);
   }
   return Shape{x[0], x[1], oh, ow};
 }
@@ -63,7 +64,7 @@ dnnl::pooling_forward::primitive_desc forward_pd(bool max, bool training,
       scratchpad_attr(), engine());
 }
 
-void add_window_key(Key& key, const Attrs& a) {
+void add_window_key(PrimitiveKey& key, const Attrs& a) {
   for (int i = 0; i < 2; ++i) key.add(a.kernel[i]).add(a.stride[i]).add(a.padding[i]);
 }
 
@@ -80,14 +81,14 @@ void pool_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   Tensor& y = out[0];
   Tensor x = nn::plain(in[0]);  // y was given x's layout by pool_infer
   if (y.numel() == 0) return;
-  Key key;
+  PrimitiveKey key;
   key.add(20 + Max).add(x).add(y);
   add_window_key(key, a);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto src = desc_of(x, name), dst = desc_of(y, name);
     auto pd = forward_pd(Max, false, src, dst, a);
-    Runner run(dnnl::pooling_forward(pd), pd);
+    PrimitiveRunner run(dnnl::pooling_forward(pd), pd);
     run.arg(DNNL_ARG_SRC, src);
     run.arg(DNNL_ARG_DST, dst);
     return run;
@@ -102,10 +103,11 @@ void pool_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
 // max_pool2d_grad(grad, x) -> dx in x's layout.
 std::vector<TensorMeta> max_grad_infer(std::span<const TensorMeta> in, const Attrs& a) {
   nn::check_float(kMaxPoolGrad, in[0], "grad", true, in);
-  if (in[1].dtype != in[0].dtype) fail(kMaxPoolGrad, "grad and input dtypes differ", in);
+  if (in[1].dtype != in[0].dtype)
+    throw_shape_error(kMaxPoolGrad, "grad and input dtypes differ", in);
   Shape ys = pooled_shape(kMaxPoolGrad, in[1].shape, a, in);
   if (in[0].shape != ys) {
-    fail(kMaxPoolGrad, "grad shape must be the pooled shape " + ys.str(), in);
+    throw_shape_error(kMaxPoolGrad, "grad shape must be the pooled shape " + ys.str(), in);
   }
   return {in[1]};
 }
@@ -116,16 +118,17 @@ std::vector<TensorMeta> avg_grad_infer(std::span<const TensorMeta> in, const Att
   Shape xs(a.shape);
   Shape ys = pooled_shape(kAvgPoolGrad, xs, a, in);
   if (in[0].shape != ys) {
-    fail(kAvgPoolGrad, "grad shape must be the pooled shape " + ys.str() + " of input " + xs.str(),
-         in);
+    throw_shape_error(kAvgPoolGrad,
+                      "grad shape must be the pooled shape " + ys.str() + " of input " + xs.str(),
+                      in);
   }
   return {{xs, in[0].dtype, in[0].layout}};
 }
 
 struct PoolBwdPrim {
   bool max = false;
-  Runner forward;  // max only: recomputes the workspace
-  Runner backward;
+  PrimitiveRunner forward;  // max only: recomputes the workspace
+  PrimitiveRunner backward;
   size_t y_bytes = 0, ws_bytes = 0;
 };
 
@@ -148,7 +151,7 @@ void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
     reorder(dy, t);
     dy = t;
   }
-  Key key;
+  PrimitiveKey key;
   key.add(22 + Max).add(dy).add(dx);
   add_window_key(key, a);
   thread_local PrimitiveCache<PoolBwdPrim> cache;
@@ -163,11 +166,11 @@ void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
         scratchpad_attr(), engine(), hint);
     PoolBwdPrim prim;
     prim.max = Max;
-    prim.backward = Runner(dnnl::pooling_backward(pd), pd);
+    prim.backward = PrimitiveRunner(dnnl::pooling_backward(pd), pd);
     prim.backward.arg(DNNL_ARG_DIFF_DST, diff_dst);
     prim.backward.arg(DNNL_ARG_DIFF_SRC, diff_src);
     if (Max) {
-      prim.forward = Runner(dnnl::pooling_forward(hint), hint);
+      prim.forward = PrimitiveRunner(dnnl::pooling_forward(hint), hint);
       prim.forward.arg(DNNL_ARG_SRC, diff_src);
       prim.forward.arg(DNNL_ARG_DST, diff_dst);
       prim.forward.arg(DNNL_ARG_WORKSPACE, hint.workspace_desc());
@@ -217,7 +220,7 @@ const OpDef op_def_max_pool2d = {
     .infer = pool_infer<kMaxPool>,
     .kernel = pool_kernel<true>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {call1(OpKind::max_pool2d_grad, {c.grad_outputs[0], c.inputs[0]}, c.attrs)};
+      return {call_one_output(OpKind::max_pool2d_grad, {c.grad_outputs[0], c.inputs[0]}, c.attrs)};
     },
     .saved_inputs = 0b1,
     .amp = AmpClass::follow,
@@ -243,7 +246,7 @@ const OpDef op_def_avg_pool2d = {
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       Attrs a = c.attrs;
       a.shape = c.input_metas[0].shape.dims();
-      return {call1(OpKind::avg_pool2d_grad, {c.grad_outputs[0]}, a)};
+      return {call_one_output(OpKind::avg_pool2d_grad, {c.grad_outputs[0]}, a)};
     },
     .amp = AmpClass::follow,
     .f16_kernels = false,
@@ -258,7 +261,7 @@ const OpDef op_def_avg_pool2d_grad = {
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       Attrs a = c.attrs;
       a.shape.clear();
-      return {call1(OpKind::avg_pool2d, {c.grad_outputs[0]}, a)};
+      return {call_one_output(OpKind::avg_pool2d, {c.grad_outputs[0]}, a)};
     },
     .amp = AmpClass::follow,
     .f16_kernels = false,
@@ -266,10 +269,10 @@ const OpDef op_def_avg_pool2d_grad = {
 };
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& opt) {
-  return call1(OpKind::max_pool2d, {x}, pool_attrs(opt));
+  return call_one_output(OpKind::max_pool2d, {x}, pool_attrs(opt));
 }
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opt) {
-  return call1(OpKind::avg_pool2d, {x}, pool_attrs(opt));
+  return call_one_output(OpKind::avg_pool2d, {x}, pool_attrs(opt));
 }
 
 }  // namespace kiln::ops

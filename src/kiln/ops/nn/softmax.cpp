@@ -1,22 +1,22 @@
 // Softmax and log-softmax along one axis, and their backward ops, on oneDNN (softmax_v2: one
 // primitive family for both, any axis, any strides).
-#include "kiln/ops/nn/common.h"
+#include "kiln/ops/detail/nn_common.h"
 
 namespace kiln::ops {
 namespace {
 using namespace dnnl_util;
-using nn::fail;
+using nn::throw_shape_error;
 
 constexpr char kSoftmax[] = "softmax", kLogSoftmax[] = "log_softmax",
                kSoftmaxGrad[] = "softmax_grad", kLogSoftmaxGrad[] = "log_softmax_grad";
 
 int64_t axis_of(std::string_view op, const TensorMeta& x, const Attrs& a,
                 std::span<const TensorMeta> in) {
-  if (a.axes.size() != 1) fail(op, "expects exactly one axis", in);
+  if (a.axes.size() != 1) throw_shape_error(op, "expects exactly one axis", in);
   int64_t r = x.shape.rank();
   int64_t axis = a.axes[0] < 0 ? a.axes[0] + r : a.axes[0];
   if (r == 0 || axis < 0 || axis >= r) {
-    fail(op, detail::concat("axis ", a.axes[0], " is out of range for rank ", r), in);
+    throw_shape_error(op, detail::concat("axis ", a.axes[0], " is out of range for rank ", r), in);
   }
   return axis;
 }
@@ -32,7 +32,7 @@ template <const char* Name>
 std::vector<TensorMeta> backward_infer(std::span<const TensorMeta> in, const Attrs& a) {
   nn::check_float(Name, in[0], "grad", true, in);
   if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
-    fail(Name, "grad and output must have the same shape and dtype", in);
+    throw_shape_error(Name, "grad and output must have the same shape and dtype", in);
   }
   axis_of(Name, in[1], a, in);
   return {in[1]};
@@ -59,13 +59,13 @@ void forward_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   if (y.numel() == 0) return;
   if (x.strides() != y.strides()) x = x.contiguous();  // y's layout was chosen from in[0]'s
   int axis = int(axis_of(name, meta_of(x), a, {}));
-  Key key;
+  PrimitiveKey key;
   key.add(10 + Log).add(x).add(axis);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto src = desc_of(x, name), dst = desc_of(y, name);
     auto pd = forward_pd(src, dst, axis, Log);
-    Runner run(dnnl::softmax_v2_forward(pd), pd);
+    PrimitiveRunner run(dnnl::softmax_v2_forward(pd), pd);
     run.arg(DNNL_ARG_SRC, src);
     run.arg(DNNL_ARG_DST, dst);
     return run;
@@ -92,16 +92,16 @@ void backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     return;
   }
   int axis = int(axis_of(name, meta_of(y), a, {}));
-  Key key;
+  PrimitiveKey key;
   key.add(12 + Log).add(g).add(axis);
-  thread_local PrimitiveCache<Runner> cache;
-  Runner& r = cache.get(key, [&] {
+  thread_local PrimitiveCache<PrimitiveRunner> cache;
+  PrimitiveRunner& r = cache.get(key, [&] {
     auto md = desc_of(g, name);
     auto hint = forward_pd(md, md, axis, Log);
     dnnl::softmax_v2_backward::primitive_desc pd(
         dnnl::softmax_v2_backward::desc(algorithm_of(Log), md, md, md, axis), scratchpad_attr(),
         engine(), hint);
-    Runner run(dnnl::softmax_v2_backward(pd), pd);
+    PrimitiveRunner run(dnnl::softmax_v2_backward(pd), pd);
     run.arg(DNNL_ARG_DIFF_DST, md);
     run.arg(DNNL_ARG_DST, md);
     run.arg(DNNL_ARG_DIFF_SRC, md);
@@ -176,16 +176,16 @@ const OpDef op_def_log_softmax_grad = {
 };
 
 Tensor softmax(const Tensor& x, int64_t axis) {
-  return call1(OpKind::softmax, {x}, axis_attrs(axis));
+  return call_one_output(OpKind::softmax, {x}, axis_attrs(axis));
 }
 Tensor log_softmax(const Tensor& x, int64_t axis) {
-  return call1(OpKind::log_softmax, {x}, axis_attrs(axis));
+  return call_one_output(OpKind::log_softmax, {x}, axis_attrs(axis));
 }
 Tensor softmax_grad(const Tensor& grad, const Tensor& y, int64_t axis) {
-  return call1(OpKind::softmax_grad, {grad, y}, axis_attrs(axis));
+  return call_one_output(OpKind::softmax_grad, {grad, y}, axis_attrs(axis));
 }
 Tensor log_softmax_grad(const Tensor& grad, const Tensor& y, int64_t axis) {
-  return call1(OpKind::log_softmax_grad, {grad, y}, axis_attrs(axis));
+  return call_one_output(OpKind::log_softmax_grad, {grad, y}, axis_attrs(axis));
 }
 
 }  // namespace kiln::ops

@@ -1,4 +1,4 @@
-// broadcast_to and its inverse sum_to, the pair every broadcasting gradient is written with.
+// broadcast_to and its inverse sum_to_shape, the pair every broadcasting gradient is written with.
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
@@ -21,16 +21,16 @@ bool broadcasts_to(const Shape& small, const Shape& big) {
   return true;
 }
 
-std::vector<TensorMeta> infer_sum_to(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> infer_sum_to_shape(std::span<const TensorMeta> in, const Attrs& a) {
   Shape target(a.shape);
   if (!broadcasts_to(target, in[0].shape)) {
-    throw ShapeError("sum_to: cannot sum " + describe_meta(in[0]) + " to shape " + target.str() +
-                     " (the target must broadcast to the input)");
+    throw ShapeError("sum_to_shape: cannot sum " + describe_meta(in[0]) + " to shape " +
+                     target.str() + " (the target must broadcast to the input)");
   }
   return {TensorMeta{target, in[0].dtype}};
 }
 
-void sum_to_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void sum_to_shape_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
   const Shape& s = in[0].shape();
   const int shift = s.rank() - int(a.shape.size());
   std::vector<bool> mask(size_t(s.rank()));
@@ -69,10 +69,10 @@ Cost copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, 
 
 }  // namespace
 
-const OpDef op_def_sum_to = {
-    .name = "sum_to",
-    .infer = infer_sum_to,
-    .kernel = sum_to_kernel,
+const OpDef op_def_sum_to_shape = {
+    .name = "sum_to_shape",
+    .infer = infer_sum_to_shape,
+    .kernel = sum_to_shape_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       return {broadcast_to(c.grad_outputs[0], c.input_metas[0].shape)};
     },
@@ -84,23 +84,23 @@ const OpDef op_def_broadcast_to = {
     .infer = infer_broadcast_to,
     .kernel = broadcast_to_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {sum_to(c.grad_outputs[0], c.input_metas[0].shape)};
+      return {sum_to_shape(c.grad_outputs[0], c.input_metas[0].shape)};
     },
     .cost = copy_cost,
 };
 
-Tensor sum_to(const Tensor& x, const Shape& shape) {
+Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   Attrs a;
   a.shape = shape.dims();
-  return call1(OpKind::sum_to, {x}, a);
+  return call_one_output(OpKind::sum_to_shape, {x}, a);
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   Attrs a;
   a.shape = shape.dims();
-  return call1(OpKind::broadcast_to, {x}, a);
+  return call_one_output(OpKind::broadcast_to, {x}, a);
 }
 
 }  // namespace kiln::ops

@@ -2,9 +2,9 @@
 // accumulate in f32 whatever the input dtype, so the AMP class is `follow` (no cast pass needed).
 #include "kiln/ops/kernels/reduce.h"
 
+#include "kiln/ops/detail/reduce_axes.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
-#include "kiln/ops/reduce/axes.h"
 
 namespace kiln::ops {
 namespace {
@@ -135,28 +135,28 @@ Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdims) {
   Attrs a;
   a.axes = std::move(axes);
   a.keepdims = keepdims;
-  return call1(OpKind::sum, {x}, a);
+  return call_one_output(OpKind::sum, {x}, a);
 }
 
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdims) {
   Attrs a;
   a.axes = std::move(axes);
   a.keepdims = keepdims;
-  return call1(OpKind::mean, {x}, a);
+  return call_one_output(OpKind::mean, {x}, a);
 }
 
 Tensor max(const Tensor& x, std::vector<int64_t> axes, bool keepdims) {
   Attrs a;
   a.axes = std::move(axes);
   a.keepdims = keepdims;
-  return call1(OpKind::max, {x}, a);
+  return call_one_output(OpKind::max, {x}, a);
 }
 
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdims) {
   Attrs a;
   a.axes = {axis};
   a.keepdims = keepdims;
-  return call1(OpKind::argmax, {x}, a);
+  return call_one_output(OpKind::argmax, {x}, a);
 }
 
 }  // namespace kiln::ops

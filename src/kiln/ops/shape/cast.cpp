@@ -98,14 +98,14 @@ const OpDef op_def_one_hot = {
 Tensor cast(const Tensor& x, DType dtype) {
   Attrs a;
   a.dtype = dtype;
-  return call1(OpKind::cast, {x}, a);
+  return call_one_output(OpKind::cast, {x}, a);
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
   Attrs a;
   a.num_classes = num_classes;
   a.dtype = dtype;
-  return call1(OpKind::one_hot, {indices}, a);
+  return call_one_output(OpKind::one_hot, {indices}, a);
 }
 
 }  // namespace kiln::ops

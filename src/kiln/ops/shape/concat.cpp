@@ -2,10 +2,10 @@
 // larger one.
 #include <cstring>
 
+#include "kiln/ops/detail/slice_spec.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
-#include "kiln/ops/shape/slice_spec.h"
 
 namespace kiln::ops {
 namespace {
@@ -132,7 +132,7 @@ Tensor pad_slice_grad(const Tensor& grad, const Shape& shape, int64_t axis, int6
   a.start = start;
   a.end = end;
   a.step = step;
-  return call1(OpKind::pad_slice_grad, {grad}, a);
+  return call_one_output(OpKind::pad_slice_grad, {grad}, a);
 }
 
 }  // namespace kiln::ops

@@ -2,10 +2,10 @@
 // contiguous. A reshape or contiguous of a tensor whose layout does not allow a view copies.
 #include <numeric>
 
+#include "kiln/ops/detail/slice_spec.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
-#include "kiln/ops/shape/slice_spec.h"
 
 namespace kiln::ops {
 namespace {
@@ -194,7 +194,7 @@ const OpDef op_def_contiguous = {
 Tensor reshape(const Tensor& x, const Shape& shape) {
   Attrs a;
   a.shape = shape.dims();
-  return call1(OpKind::reshape, {x}, a);
+  return call_one_output(OpKind::reshape, {x}, a);
 }
 
 Tensor flatten(const Tensor& x) {
@@ -208,7 +208,7 @@ Tensor flatten(const Tensor& x) {
 Tensor transpose(const Tensor& x, std::vector<int64_t> perm) {
   Attrs a;
   a.axes = std::move(perm);
-  return call1(OpKind::transpose, {x}, a);
+  return call_one_output(OpKind::transpose, {x}, a);
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -230,11 +230,11 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end, int64_t 
   a.start = start;
   a.end = end;
   a.step = step;
-  return call1(OpKind::slice, {x}, a);
+  return call_one_output(OpKind::slice, {x}, a);
 }
 
 Tensor contiguous(const Tensor& x) {
-  return call1(OpKind::contiguous, {x});
+  return call_one_output(OpKind::contiguous, {x});
 }
 
 }  // namespace kiln::ops

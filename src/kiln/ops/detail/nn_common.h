@@ -17,8 +17,8 @@ namespace kiln::ops::nn {
 std::string describe_metas(std::span<const TensorMeta> metas);
 
 // Throws ShapeError "<op>: <what> (inputs: <shapes>)".
-[[noreturn]] void fail(std::string_view op, const std::string& what,
-                       std::span<const TensorMeta> inputs);
+[[noreturn]] void throw_shape_error(std::string_view op, const std::string& what,
+                                    std::span<const TensorMeta> inputs);
 
 // Requires a floating dtype the kernel supports (f32, and bf16 when allowed).
 void check_float(std::string_view op, const TensorMeta& m, const char* what, bool allow_bf16,
@@ -48,7 +48,7 @@ inline int64_t window_out(int64_t in, int64_t kernel, int64_t stride, int64_t pa
 
 // Reduces a gradient computed at a broadcast shape back to the input's shape.
 inline Tensor reduce_to(const Tensor& g, const Shape& shape) {
-  return g.shape() == shape ? g : sum_to(g, shape);
+  return g.shape() == shape ? g : sum_to_shape(g, shape);
 }
 
 // f32 view of a floating tensor's values in row-major order (a copy unless it already is one).
@@ -64,8 +64,8 @@ Cost normalization_cost(std::span<const TensorMeta> in, std::span<const TensorMe
 
 // Points a oneDNN batch/layer normalization backward (use_scale | use_shift) at its data and
 // runs it: x, dy, the statistics and gamma in; dx, dgamma, dbeta out.
-void run_normalization_backward(dnnl_util::Runner& r, const Tensor& x, const Tensor& dy, void* dx,
-                                const Tensor& mean, void* variance, const Tensor& gamma,
+void run_normalization_backward(dnnl_util::PrimitiveRunner& r, const Tensor& x, const Tensor& dy,
+                                void* dx, const Tensor& mean, void* variance, const Tensor& gamma,
                                 Tensor& dgamma, Tensor& dbeta);
 
 }  // namespace kiln::ops::nn

@@ -50,9 +50,8 @@ class WorkspaceCarver {
   size_t bytes_ = 0;
 };
 
-// Builds the kernel for `node` (type epilogue, bn_relu, bn_relu_grad, bn_add_relu_grad,
-// bn_stats, bn_relu_conv, fused_reduction, fused_update, reorder, pooled_conv_grad,
-// conv_relu_pool, pool_winners or relu_mask) over the tensors it will be run with.
+// Builds the kernel for `node` (a fused node type: the kernel graph/fusion_list.h names for it;
+// or reorder, relu_mask) over the tensors it will be run with.
 std::shared_ptr<SpecialKernel> make_special_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 
@@ -66,7 +65,7 @@ bool can_precompile(const Node& node, std::span<const Tensor> inputs,
 struct ReductionGeometry {
   int64_t outer = 1, reduced = 1, inner = 1;
 };
-// The dims of `in` that sum/mean (attrs.axes; empty: all) or sum_to (attrs.shape) reduce.
+// The dims of `in` that sum/mean (attrs.axes; empty: all) or sum_to_shape (attrs.shape) reduce.
 std::vector<bool> reduction_mask(ops::OpKind op, const ops::Attrs& attrs,
                                  const ops::TensorMeta& in);
 // Whether reducing `in` over `mask` has that form; fills g when it does.
@@ -110,7 +109,7 @@ std::shared_ptr<SpecialKernel> make_relu_mask_kernel(const Node& node,
                                                      std::span<const Tensor> outputs);
 // The 2×2/2 max pool of n channels-last f32 images [h, w, c] that records each window's winner
 // (u8, channels-last) for pooled_conv_grad; pooled is written channels-last or row-major (NCHW).
-// Threads split the images (kernels/pool_winners.cpp; AVX-512 builds only).
+// Threads split the images (kernels/max_pool_with_winners.cpp; AVX-512 builds only).
 void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
                            float* pooled, bool pooled_row_major, uint8_t* winners);
 // How many images a conv_relu_pool node on oneDNN's convolution runs at a time, its output of
@@ -123,10 +122,11 @@ int64_t conv_pool_chunk(int64_t batch, int64_t out_bytes_per_image);
 std::shared_ptr<SpecialKernel> make_chunked_conv_relu_pool_kernel(const Node& node,
                                                                   std::span<const Tensor> inputs,
                                                                   std::span<const Tensor> outputs);
-// pool_winners nodes: the max pool that records the winners (kernels/pool_winners.cpp).
-std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
-                                                        std::span<const Tensor> inputs,
-                                                        std::span<const Tensor> outputs);
+// max_pool_with_winners nodes: the max pool that records the winners
+// (kernels/max_pool_with_winners.cpp).
+std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& node,
+                                                                 std::span<const Tensor> inputs,
+                                                                 std::span<const Tensor> outputs);
 
 // Elementwise nodes with per-(sample, channel) or scalar operands, and mean/sum over H, W, that
 // read blocked nChw16c activations (see kernels/blocked_spatial.cpp): whether this node, bound
@@ -146,9 +146,24 @@ std::shared_ptr<SpecialKernel> make_blocked_spatial_kernel(const Node& node,
 std::shared_ptr<SpecialKernel> make_matmul_momentum_kernel(const Node& node,
                                                            std::span<const Tensor> inputs,
                                                            std::span<const Tensor> outputs);
+// conv2d/matmul with post-ops (or plain) on a oneDNN primitive built once (kernels/epilogue.cpp).
 std::shared_ptr<SpecialKernel> make_epilogue_kernel(const Node& node,
                                                     std::span<const Tensor> inputs,
                                                     std::span<const Tensor> outputs);
+// epilogue nodes: max_pool2d_grad + relu_grad on the pooling kernel, a one-input-channel conv on
+// its own kernel, the rest on make_epilogue_kernel (fused_kernels.cpp).
+std::shared_ptr<SpecialKernel> make_epilogue_node_kernel(const Node& node,
+                                                         std::span<const Tensor> inputs,
+                                                         std::span<const Tensor> outputs);
+// conv_relu_pool nodes: make_conv_relu_pool_kernel for one input channel where that kernel
+// runs, else make_chunked_conv_relu_pool_kernel (fused_kernels.cpp).
+std::shared_ptr<SpecialKernel> make_conv_relu_pool_node_kernel(const Node& node,
+                                                               std::span<const Tensor> inputs,
+                                                               std::span<const Tensor> outputs);
+// fused_elementwise nodes: the chain on the pointwise engine (fused_elementwise.cpp).
+std::shared_ptr<SpecialKernel> make_fused_elementwise_kernel(const Node& node,
+                                                             std::span<const Tensor> inputs,
+                                                             std::span<const Tensor> outputs);
 std::shared_ptr<SpecialKernel> make_bn_relu_kernel(const Node& node, std::span<const Tensor> inputs,
                                                    std::span<const Tensor> outputs);
 // bn_stats and bn_relu_conv (kernels/bn_relu_conv.cpp).

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/data/block_queue.h"
-#include "kiln/data/node.h"
+#include "kiln/data/detail/block_queue.h"
+#include "kiln/data/detail/node.h"
 #include "kiln/data/stats.h"
 
 namespace kiln::data::detail {

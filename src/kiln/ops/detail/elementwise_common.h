@@ -43,7 +43,7 @@ Cost cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const
 
 // Reduces a broadcast gradient to the shape of the input it flows to.
 inline Tensor unbroadcast(const Tensor& grad, const TensorMeta& input) {
-  return grad.shape() == input.shape ? grad : sum_to(grad, input.shape);
+  return grad.shape() == input.shape ? grad : sum_to_shape(grad, input.shape);
 }
 
 }  // namespace kiln::ops::elementwise

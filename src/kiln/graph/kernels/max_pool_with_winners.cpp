@@ -1,4 +1,4 @@
-// A 2×2/2 max pool that also records each window's winner (NodeType::pool_winners, made by
+// A 2×2/2 max pool that also records each window's winner (NodeType::max_pool_with_winners, made by
 // passes/fuse_pooled_conv_grad.cpp): the pooled_conv_grad backward then reads one byte per
 // pooled element instead of the pool's input. Where a flattening reshape is the pooled output's
 // only reader, the pass gives that output the row-major NCHW layout, and this kernel writes the
@@ -10,7 +10,7 @@
 #endif
 
 #include "kiln/core/error.h"
-#include "kiln/graph/fused_kernels.h"
+#include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 #include "kiln/ops/kernels/pool_window.h"
 
@@ -25,7 +25,8 @@ constexpr int64_t kLanes = 16;
 // inputs: x [N, C, H, W] channels-last f32; outputs: pooled [N, C, H / 2, W / 2] f32,
 // channels-last or row-major, and winners, the same shape, channels-last u8.
 bool operands_fit(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
-  if (node.type != NodeType::pool_winners || in.size() != 1 || out.size() != 2) return false;
+  if (node.type != NodeType::max_pool_with_winners || in.size() != 1 || out.size() != 2)
+    return false;
   const Tensor &x = in[0], &pooled = out[0], &winners = out[1];
   if (x.dtype() != DType::f32 || x.rank() != 4 || !is_dense_channels_last(x)) return false;
   const Shape expected{x.dim(0), x.dim(1), x.dim(2) / 2, x.dim(3) / 2};
@@ -91,9 +92,9 @@ void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int6
   }
 }
 
-std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node,
-                                                        std::span<const Tensor> inputs,
-                                                        std::span<const Tensor> outputs) {
+std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& node,
+                                                                 std::span<const Tensor> inputs,
+                                                                 std::span<const Tensor> outputs) {
   if (!operands_fit(node, inputs, outputs)) {
     throw Error(node_label(node) + ": operands " + describe(inputs[0]) + " -> " +
                 describe(outputs[0]) + " cannot run the recording max pool");
@@ -108,8 +109,9 @@ void pool_2x2_with_winners(const float*, int64_t, int64_t, int64_t, int64_t, flo
   throw Error("max_pool2d+winners: this build has no AVX-512 kernel for it");
 }
 
-std::shared_ptr<SpecialKernel> make_pool_winners_kernel(const Node& node, std::span<const Tensor>,
-                                                        std::span<const Tensor>) {
+std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& node,
+                                                                 std::span<const Tensor>,
+                                                                 std::span<const Tensor>) {
   throw Error(node_label(node) + ": this build has no AVX-512 kernel for it");
 }
 

@@ -19,7 +19,7 @@ int eliminate_common_subexpressions(Graph& graph);
 // Evaluates, at compile time, nodes whose inputs are all constants (outputs up to a size cap).
 int fold_constants(Graph& graph);
 // Identities: x*1, x+0, x-0, x/1, mul_scalar(x,1), add_scalar(x,0), neg(neg(x)), same-shape
-// reshape/broadcast_to/sum_to, same-dtype cast, and mul_scalar(mul_scalar(x,a),b).
+// reshape/broadcast_to/sum_to_shape, same-dtype cast, and mul_scalar(mul_scalar(x,a),b).
 int simplify_algebra(Graph& graph);
 // (a) Chains of elementwise ops with one consumer each become one kernel (one memory pass).
 int fuse_elementwise(Graph& graph);
