@@ -45,8 +45,9 @@ for cfg in "${configs[@]}"; do
   model=${cfg%%:*}
   batch=${cfg##*:}
   n=${steps:-$(default_steps "$model")}
-  torch_env=(OPENBLAS_CORETYPE=SkylakeX
-             GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824)
+  torch_env=(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824)
+  # OpenBLAS's SkylakeX kernels are the peer's best on AVX-512 CPUs and die on the others.
+  if grep -qw avx512f /proc/cpuinfo; then torch_env+=(OPENBLAS_CORETYPE=SkylakeX); fi
   if [ "$model" = mlp ]; then torch_env+=(OMP_WAIT_POLICY=passive); else torch_env+=(OPENBLAS_NUM_THREADS=1); fi
   torch_amp=O0
   amp_args=()

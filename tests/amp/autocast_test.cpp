@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "kiln/autograd/tape.h"
+#include "kiln/ops/cpu_support.h"
 #include "kiln/ops/functional.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::amp {
 namespace {
@@ -72,6 +74,7 @@ TEST(CastPlacement, NeverTouchesCastsUpdatesOrIntegers) {
 }
 
 TEST(Autocast, O1MatmulRunsInBf16AndMasterWeightGradIsFp32) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   autograd::install_tape();
   Tensor x = Tensor::full({4, 8}, 0.5);
   Tensor w = Tensor::full({8, 3}, 0.25);

@@ -46,7 +46,7 @@ int bn_relu_into_conv_count(const std::string& algorithm, int64_t batch) {
       trace_sgd_step(loss, params, {{"x", x}}, Tensor::scalar(0.05), numbered("s", stats)),
       {.fusion = true, .block_layout = false});
   exe.run(std::vector<Tensor>{x});
-  return exe.report().fused_bn_relu_conv;
+  return exe.report().fused("bn_relu_conv");
 }
 
 // Batch 8 at 16x17 has 2,176 output pixels (Winograd pays under auto), batch 1 has 272.
@@ -72,7 +72,7 @@ TEST_F(ConvAlgorithmPasses, EpilogueFusionLeavesWinogradConvolutionsUnderWinogra
     use(algorithm);
     Compiled fused = compile_and_run(fn, in, {.fusion = true});
     const bool winograd = std::string(algorithm) == "winograd";
-    EXPECT_EQ(fused.exe->report().fused_epilogue, winograd ? 0 : 1) << algorithm;
+    EXPECT_EQ(fused.exe->report().fused("epilogues"), winograd ? 0 : 1) << algorithm;
     if (winograd) {
       EXPECT_EQ(fused.outputs[0].to_vector<float>(), fn(in)[0].to_vector<float>());
     }

@@ -1,6 +1,7 @@
 #include "kiln/graph/memory_plan.h"
 
 #include "graph_test_util.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::graph {
 namespace {
@@ -180,6 +181,7 @@ TEST(MemoryPlan, FusedReductionWritesItsChainResultOverADyingInput) {
 // writes dx (the gradient of the first layer's pooled output) over that pooled output, which
 // dies there.
 TEST(MemoryPlan, PooledConvolutionGradientWritesDxOverItsInput) {
+  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   Tensor x = random_tensor({8, 1, 20, 20}, 1), labels = random_labels(8, 10, 2);
   Tensor lr = Tensor::scalar(0.05);
   std::vector<std::vector<Tensor>> trained;

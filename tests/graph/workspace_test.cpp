@@ -4,6 +4,7 @@
 
 #include "graph_test_util.h"
 #include "kiln/graph/memory_plan.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::graph {
 namespace {
@@ -98,12 +99,14 @@ TEST_P(WorkspaceOfConvNet, KernelsDoNotReadScratchTheyDidNotWriteThisRun) {
   const int64_t channels = GetParam();
   Trained clean = train(channels, {.fusion = true});
   Trained poisoned = train(channels, {.fusion = true, .poison_workspaces = true});
-  EXPECT_EQ(clean.pooled_conv_grads, channels == 1 ? 2 : 1);
   EXPECT_GE(clean.epilogues, 1);
-  EXPECT_EQ(clean.conv_relu_pools, channels == 1 ? 1 : 0);
-  EXPECT_GT(clean.report.workspace_bytes, 0);
-  EXPECT_GT(clean.workspaces_in_arena, 0u);
-  EXPECT_EQ(clean.report.workspace_outside_arena, 0) << "packed with the tensors if no gap";
+  if (kiln::testing::kAvx512KernelsBuilt) {  // the pooled-conv kernels are the scratch users
+    EXPECT_EQ(clean.pooled_conv_grads, channels == 1 ? 2 : 1);
+    EXPECT_EQ(clean.conv_relu_pools, channels == 1 ? 1 : 0);
+    EXPECT_GT(clean.report.workspace_bytes, 0);
+    EXPECT_GT(clean.workspaces_in_arena, 0u);
+    EXPECT_EQ(clean.report.workspace_outside_arena, 0) << "packed with the tensors if no gap";
+  }
   for (size_t s = 0; s < clean.losses.size(); ++s) {
     EXPECT_TRUE(std::isfinite(poisoned.losses[s])) << "step " << s;
     EXPECT_EQ(poisoned.losses[s], clean.losses[s]) << "step " << s;

@@ -1,6 +1,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kiln/ops/cpu_support.h"
 #include "nn_reference.h"
+#include "testing/cpu_features.h"
 #include "testing/dnnl_verbose.h"
 
 namespace kiln::testing {
@@ -101,6 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, NnConv, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(NnConvBf16, MatchesF32WithinBf16Tolerance) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   ConvRef g{.n = 2, .c = 16, .h = 6, .w = 6, .o = 16, .kh = 3, .kw = 3, .pad = {1, 1}};
   Tensor x = to_bf16(random_tensor(g.x_shape(), 10)), w = to_bf16(random_tensor(g.w_shape(), 11));
   Tensor y = ops::conv2d(x, w, Tensor(), g.options());

@@ -1,4 +1,6 @@
+#include "kiln/ops/cpu_support.h"
 #include "nn_reference.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::testing {
 namespace {
@@ -101,6 +103,7 @@ TEST(NnMatmul, SlicedBatchViewIsCopiedAndCorrect) {
 }
 
 TEST(NnMatmul, Bf16MatchesF32WithinBf16Tolerance) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   Tensor a = random_tensor({64, 96}, 7), b = random_tensor({96, 48}, 8);
   Tensor a16 = to_bf16(a), b16 = to_bf16(b);
   Tensor y16 = ops::matmul(a16, b16);

@@ -1,5 +1,7 @@
+#include "kiln/ops/cpu_support.h"
 #include "kiln/ops/kernels/max_pool_grad.h"
 #include "nn_reference.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::testing {
 namespace {
@@ -112,6 +114,7 @@ namespace kiln::testing {
 namespace {
 
 TEST(NnPoolBf16, MaxIsExactAndAvgWithinBf16Tolerance) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   Shape s{2, 16, 6, 6};
   Tensor x = channels_last_copy(to_bf16(random_tensor(s, 3)));
   ops::Pool2dOptions opt{.kernel = {2, 2}, .stride = {2, 2}};

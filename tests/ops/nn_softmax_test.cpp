@@ -1,4 +1,6 @@
+#include "kiln/ops/cpu_support.h"
 #include "nn_reference.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::testing {
 namespace {
@@ -61,6 +63,7 @@ TEST(NnSoftmax, GradientMatchesFiniteDifferences) {
 }
 
 TEST(NnSoftmax, Bf16WithinBf16Tolerance) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   Tensor x = to_bf16(random_tensor({8, 33}, 3, -3, 3));
   for (bool log : {false, true}) {
     Tensor y = log ? ops::log_softmax(x, -1) : ops::softmax(x, -1);

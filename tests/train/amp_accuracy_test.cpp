@@ -9,10 +9,12 @@
 #include "kiln/data/presets.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
+#include "kiln/ops/cpu_support.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/model.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::train {
 namespace {
@@ -40,12 +42,12 @@ RunResult train_and_test(const std::string& model_name, const ModelOptions& opti
   auto train_ds = data::fashion_mnist_pipeline(
       {.usage = "train", .batch_size = 64, .augment = false, .mean = mean, .std = stddev});
   auto test_ds = data::fashion_mnist_pipeline({.usage = "test",
-                                                  .batch_size = 500,
-                                                  .drop_remainder = false,
-                                                  .shuffle = false,
-                                                  .augment = false,
-                                                  .mean = mean,
-                                                  .std = stddev});
+                                               .batch_size = 500,
+                                               .drop_remainder = false,
+                                               .shuffle = false,
+                                               .augment = false,
+                                               .mean = mean,
+                                               .std = stddev});
   const int64_t steps = max_steps > 0 ? max_steps : epochs * 937;
   auto net = models::create(model_name);
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(),
@@ -67,6 +69,7 @@ TEST(AmpAccuracy, Fp16O2LeNetOneEpochWithinOnePointOfO0) {
 }
 
 TEST(AmpAccuracy, Bf16O2ResNet20WithinOnePointOfO0) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   RunResult o0 = train_and_test("resnet20", {.amp_level = "O0"}, 1, 300);
   RunResult o2 = train_and_test("resnet20", {.amp_level = "O2"}, 1, 300);
   std::printf("ResNet-20, 300 steps: O0 %.4f, O2 bf16 %.4f\n", o0.accuracy, o2.accuracy);

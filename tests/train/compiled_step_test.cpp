@@ -15,6 +15,8 @@
 #include "kiln/optim/adam.h"
 #include "kiln/optim/momentum.h"
 
+#include "kiln/ops/cpu_support.h"
+#include "testing/cpu_features.h"
 #include "train_testing.h"
 
 namespace kiln::train {
@@ -251,6 +253,7 @@ namespace {
 // graph nodes. bf16 O2 losses match eager O2 within bf16 tolerance (different summation orders
 // round differently in bf16), and the fp32 master weights stay fp32.
 TEST(CompiledTrainStep, AmpO2MatchesEagerO2) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   autograd::install_tape();
   const amp::AmpConfig o2{amp::AmpLevel::O2, DType::bf16, true};
   for (const std::string model : {"lenet", "resnet20"}) {

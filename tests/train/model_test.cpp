@@ -12,10 +12,12 @@
 #include "kiln/core/random.h"
 #include "kiln/models/mlp.h"
 #include "kiln/nn/loss.h"
+#include "kiln/ops/cpu_support.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
+#include "testing/cpu_features.h"
 #include "train/train_testing.h"
 
 namespace kiln::train {
@@ -217,6 +219,7 @@ TEST(Model, GraphModeFollowsTheEagerLossCurve) {
 // Mixed precision in eager mode: bf16 compute, fp32 master weights, the loss still falls; a
 // loss scale that overflows skips those steps instead of writing inf/NaN into the weights.
 TEST(Model, AmpLevelsTrain) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
   for (const char* level : {"O1", "O2"}) {
     set_seed(8);
@@ -240,6 +243,26 @@ TEST(Model, AmpLevelsTrain) {
   EXPECT_EQ(model.skipped_steps(), 8);
   EXPECT_EQ(model.global_step(), 8);
   EXPECT_EQ(net->trainable_params()[0].to_vector<float>(), before);
+}
+
+// On a CPU without bf16 arithmetic (AVX2), O1/O2 train in float32 and say so, instead of
+// failing inside oneDNN.
+TEST(Model, AmpLevelsTrainInFloat32WhereTheCpuHasNoBf16) {
+  if (ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << "bf16 runs here: AmpLevelsTrain";
+  auto ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  set_seed(8);
+  auto net = std::make_shared<models::MLP>(kFeatures, std::vector<int64_t>{16}, 3);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.05));
+  ::testing::internal::CaptureStderr();
+  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt,
+              {.amp_level = "O2"});
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("amp_level O2 (bf16): this CPU has no bf16 arithmetic"),
+            std::string::npos)
+      << warning;
+  auto rec = std::make_shared<LossRecorder>();
+  model.train(4, ds, {rec});
+  EXPECT_LT(rec->losses.back(), rec->losses.front());
 }
 
 TEST(Model, BadArgumentsAreNamed) {

@@ -1,12 +1,14 @@
 #include "kiln/train/model.h"
 
 #include <algorithm>
+#include <iostream>
 #include <optional>
 
 #include "kiln/amp/autocast.h"
 #include "kiln/autograd/tape.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
+#include "kiln/ops/cpu_support.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
 #include "kiln/train/compiled_step.h"
@@ -62,6 +64,14 @@ Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> lo
   autograd::install_tape();  // eager steps take their gradients from the tape
   amp_.level = amp::parse_level(options_.amp_level);
   amp_.low_dtype = amp::parse_low_dtype(options_.amp_dtype);
+  if (amp_.level != amp::AmpLevel::O0 && !ops::arithmetic_available(amp_.low_dtype)) {
+    // Autocast would send convolutions and matmuls to kernels this CPU does not have; float32
+    // is what O2 would fall back to per op anyway where low precision does not pay.
+    std::cerr << "kiln: amp_level " << options_.amp_level << " (" << options_.amp_dtype
+              << "): this CPU has no " << options_.amp_dtype
+              << " arithmetic (oneDNN runs bf16 from AVX-512 on); training in float32 (O0)\n";
+    amp_.level = amp::AmpLevel::O0;
+  }
   amp_.keep_batchnorm_fp32 = options_.keep_batchnorm_fp32;
   loss_scale_ = amp::make_loss_scale_manager(options_.loss_scale, amp_);
   for (const std::string& m : options_.metrics) metric_by_name(m);  // validate early
