@@ -17,10 +17,16 @@
 #include "kiln/graph/detail/executor_internal.h"
 #include "kiln/graph/dump.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/dnnl/context.h"
 #include "kiln/ops/kernels/copy.h"
 #include "kiln/ops/kernels/pointwise.h"
 
 namespace kiln::graph {
+
+bool block_layout_pays() {
+  return ops::dnnl_util::dnnl_nchw16c_native();
+}
+
 namespace {
 
 std::atomic<uint64_t> g_executables_made{0};

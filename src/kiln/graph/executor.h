@@ -22,6 +22,10 @@ struct Arena {
   std::shared_ptr<Storage> storage;
 };
 
+// Whether keeping activations blocked (CompileOptions::block_layout) pays on this CPU: only
+// where oneDNN has fast nChw16c convolutions (AVX-512; see ops::dnnl_util::dnnl_nchw16c_native).
+bool block_layout_pays();
+
 struct CompileOptions {
   bool optimize = true;    // constant folding, CSE, DCE, algebraic simplification
   bool fusion = false;     // graph-kernel fusion (Context::enable_graph_kernel)
@@ -34,8 +38,10 @@ struct CompileOptions {
   // write this run then gives NaN (a debugging aid for kernels and their tests).
   bool poison_workspaces = false;
   // Keep activations in oneDNN's blocked layout between the kernels that read it (with
-  // fusion; passes/block_layout.cpp).
-  bool block_layout = true;
+  // fusion; passes/block_layout.cpp). On by default only where that layout has fast
+  // convolutions: on an AVX2-only CPU they would all run oneDNN's reference kernel (a compiled
+  // ResNet-20 step went from seconds to minutes). Setting it true forces the pass anyway.
+  bool block_layout = block_layout_pays();
   // A batch norm + relu read only by 3x3 convolutions that Kiln's Winograd kernel runs is
   // applied by them as they read (with fusion; passes/fuse_bn_relu_conv.cpp).
   bool bn_relu_into_conv = true;

@@ -83,6 +83,15 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
   return pd;
 }
 
+bool dnnl_nchw16c_native() {
+  static const bool native = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & core) == core;  // the ISA values are cumulative feature masks
+  }();
+  return native;
+}
+
 bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
   return dtype == DType::f32 && x.rank() == 4 && w.rank() == 4 && a.groups == 1 && w[2] == 3 &&
          w[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 &&

@@ -71,6 +71,12 @@ bool dnnl_winograd_chosen(const Shape& x, const Shape& w, int64_t auto_min_chann
 // dnnl_winograd_fits and chosen, from 64 channels under "auto".
 bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& attrs);
 
+// Whether oneDNN has fast (JIT) convolutions on the blocked nChw16c activation layout on this
+// CPU: its 16-channel blocks are AVX-512's. Without avx512_core (an AVX2-only CPU, whose own
+// block is 8) every convolution on nChw16c falls back to oneDNN's reference kernel (ref:any),
+// one to two orders of magnitude slower than channels-last.
+bool dnnl_nchw16c_native();
+
 // Per-thread scratch memory for primitives, grown to the largest request and then kept: a
 // fresh buffer per call would fault its pages in every time.
 void* scratchpad(size_t bytes);
