@@ -240,9 +240,10 @@ void bind_train(py::module_& m) {
   models.def(
       "create",
       [](const std::string& name, int64_t num_classes, int64_t in_channels, int64_t image_size) {
-        return models::create(
-            name,
-            {.num_classes = num_classes, .in_channels = in_channels, .image_size = image_size});
+        return models::create(name, {.num_classes = num_classes,
+                                     .in_channels = in_channels,
+                                     .image_height = image_size,
+                                     .image_width = image_size});
       },
       py::arg("name"), py::arg("num_classes") = 10, py::arg("in_channels") = 1,
       py::arg("image_size") = 28);
