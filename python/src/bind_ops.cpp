@@ -85,7 +85,8 @@ void bind_ops(py::module_& m) {
   ops.def(
       "argmax", [](T x, int64_t axis, bool keep_dims) { return ops::argmax(x, axis, keep_dims); },
       py::arg("x"), py::arg("axis") = -1, py::arg("keep_dims") = false);
-  ops.def("sum_to_shape", [](T x, std::vector<int64_t> shape) { return ops::sum_to_shape(x, Shape(shape)); });
+  ops.def("sum_to_shape",
+          [](T x, std::vector<int64_t> shape) { return ops::sum_to_shape(x, Shape(shape)); });
   ops.def("broadcast_to",
           [](T x, std::vector<int64_t> shape) { return ops::broadcast_to(x, Shape(shape)); });
   // Shape.

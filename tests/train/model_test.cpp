@@ -257,8 +257,7 @@ TEST(Model, AmpLevelsTrainInFloat32WhereTheCpuHasNoBf16) {
   Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt,
               {.amp_level = "O2"});
   const std::string warning = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(warning.find("amp_level O2 (bf16): this CPU has no bf16 arithmetic"),
-            std::string::npos)
+  EXPECT_NE(warning.find("amp_level O2 (bf16): this CPU has no bf16 arithmetic"), std::string::npos)
       << warning;
   auto rec = std::make_shared<LossRecorder>();
   model.train(4, ds, {rec});

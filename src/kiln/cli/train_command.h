@@ -51,7 +51,7 @@ struct TrainConfig {
   double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
   // auto | direct | winograd: how 3x3 stride-1 convolutions run (Context::conv_algorithm)
   std::string conv_algorithm = "auto";
-  std::string profile;          // profile the training there (trace.json, report.html, ...)
+  std::string profile;  // profile the training there (trace.json, report.html, ...)
 };
 
 struct TrainReport {

@@ -9,8 +9,8 @@
 
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/executor_internal.h"
-#include "kiln/graph/dump.h"
 #include "kiln/graph/detail/passes.h"
+#include "kiln/graph/dump.h"
 
 namespace kiln::graph {
 namespace {

@@ -49,22 +49,23 @@
 //                     pool's choices for pooled_conv_grad), the relu output never whole (one input
 //                     channel: Kiln's kernel; more: oneDNN's in batch chunks); attrs are the
 //                     conv's; pooled may be row-major as for max_pool_with_winners
-//  max_pool_with_winners       2×2/2 max_pool2d that also records its winners (u8) for pooled_conv_grad:
-//                     outputs (pooled, winners); pooled may be row-major where a flattening
-//                     reshape reads it
+//  max_pool_with_winners
+//                     2×2/2 max_pool2d that also records its winners (u8) for
+//                     pooled_conv_grad: outputs (pooled, winners); pooled may be row-major where a
+//                     flattening reshape reads it
 //  fused_elementwise  a chain of elementwise ops in one pass over memory (`chain`)
 //  fused_reduction    elementwise chain feeding a sum/mean (`chain`, then `op`)
-#define KILN_FOR_EACH_FUSED_NODE(X)                                                           \
-  X(fused_update,      matmul_momentum,  matmul_momentum,  make_matmul_momentum_kernel)        \
-  X(bn_relu,           bn_relu,          bn_relu,          make_bn_relu_kernel)                \
-  X(bn_relu_grad,      bn_relu,          bn_relu,          make_bn_relu_kernel)                \
-  X(bn_add_relu_grad,  bn_relu,          bn_relu,          make_bn_relu_kernel)                \
-  X(epilogue,          epilogues,        epilogues,        make_epilogue_node_kernel)          \
-  X(bn_stats,          bn_relu_conv,     uncounted,        make_bn_relu_conv_kernel)           \
-  X(bn_relu_conv,      bn_relu_conv,     bn_relu_conv,     make_bn_relu_conv_kernel)           \
-  X(pooled_conv_grad,  pooled_conv_grad, pooled_conv_grad, make_pooled_conv_grad_kernel)       \
-  X(conv_relu_pool,    pooled_conv_grad, recording_pools,  make_conv_relu_pool_node_kernel)    \
-  X(max_pool_with_winners,      pooled_conv_grad, recording_pools,  make_max_pool_with_winners_kernel)           \
-  X(fused_elementwise, elementwise,      elementwise,      make_fused_elementwise_kernel)      \
-  X(fused_reduction,   reductions,       reductions,       make_reduction_kernel)
+#define KILN_FOR_EACH_FUSED_NODE(X)                                                               \
+  X(fused_update,          matmul_momentum,  matmul_momentum,  make_matmul_momentum_kernel)        \
+  X(bn_relu,               bn_relu,          bn_relu,          make_bn_relu_kernel)                \
+  X(bn_relu_grad,          bn_relu,          bn_relu,          make_bn_relu_kernel)                \
+  X(bn_add_relu_grad,      bn_relu,          bn_relu,          make_bn_relu_kernel)                \
+  X(epilogue,              epilogues,        epilogues,        make_epilogue_node_kernel)          \
+  X(bn_stats,              bn_relu_conv,     uncounted,        make_bn_relu_conv_kernel)           \
+  X(bn_relu_conv,          bn_relu_conv,     bn_relu_conv,     make_bn_relu_conv_kernel)           \
+  X(pooled_conv_grad,      pooled_conv_grad, pooled_conv_grad, make_pooled_conv_grad_kernel)       \
+  X(conv_relu_pool,        pooled_conv_grad, recording_pools,  make_conv_relu_pool_node_kernel)    \
+  X(max_pool_with_winners, pooled_conv_grad, recording_pools,  make_max_pool_with_winners_kernel)  \
+  X(fused_elementwise,     elementwise,      elementwise,      make_fused_elementwise_kernel)      \
+  X(fused_reduction,       reductions,       reductions,       make_reduction_kernel)
 // clang-format on

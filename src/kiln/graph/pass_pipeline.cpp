@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "kiln/graph/detail/executor_internal.h"
-#include "kiln/graph/fusions.h"
 #include "kiln/graph/detail/passes.h"
+#include "kiln/graph/fusions.h"
 
 namespace kiln::graph {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "kiln/data/vision.h"
 #include "kiln/data/detail/image.h"
+#include "kiln/data/vision.h"
 
 namespace kiln::data::vision {
 

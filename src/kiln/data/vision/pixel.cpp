@@ -1,8 +1,8 @@
 // Per-pixel vision transforms: Decode, Rescale, Normalize, HWC2CHW.
 #include <cstring>
 
-#include "kiln/data/vision.h"
 #include "kiln/data/detail/image.h"
+#include "kiln/data/vision.h"
 
 namespace kiln::data::vision {
 

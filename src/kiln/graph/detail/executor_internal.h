@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include "kiln/graph/executor.h"
 #include "kiln/graph/detail/fused_kernels.h"
+#include "kiln/graph/executor.h"
 #include "kiln/ops/op.h"
 
 namespace kiln::graph {
