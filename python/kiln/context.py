@@ -15,19 +15,24 @@ _CONTEXT_KEYS_WITHOUT_EFFECT = {"device_id", "save_graphs", "max_call_depth", "g
                                 "max_device_memory", "enable_reduce_precision"}
 
 
+def _updated(caller, current, updated, keys, keys_without_effect, kwargs):
+    """`updated` holding `current`'s values of `keys` with `kwargs` applied; unknown keys raise
+    a TypeError naming `caller` and every key it knows."""
+    for key in keys:
+        setattr(updated, key, getattr(current, key))
+    for key, value in kwargs.items():
+        if key in keys:
+            setattr(updated, key, value)
+        elif key not in keys_without_effect:
+            raise TypeError(f"{caller}: unknown key {key!r}; Kiln knows "
+                            f"{sorted(keys | keys_without_effect)}")
+    return updated
+
+
 def set_context(**kwargs):
     """Sets the execution mode and its options; unknown keys raise a TypeError naming them."""
-    context = _kiln.get_context()
-    updated = _kiln.Context()
-    for key in _CONTEXT_KEYS:
-        setattr(updated, key, getattr(context, key))
-    for key, value in kwargs.items():
-        if key in _CONTEXT_KEYS:
-            setattr(updated, key, value)
-        elif key not in _CONTEXT_KEYS_WITHOUT_EFFECT:
-            raise TypeError(f"set_context: unknown key {key!r}; Kiln knows "
-                            f"{sorted(_CONTEXT_KEYS | _CONTEXT_KEYS_WITHOUT_EFFECT)}")
-    _kiln.set_context(updated)
+    _kiln.set_context(_updated("set_context", _kiln.get_context(), _kiln.Context(), _CONTEXT_KEYS,
+                               _CONTEXT_KEYS_WITHOUT_EFFECT, kwargs))
 
 
 def get_context(key):
@@ -53,17 +58,10 @@ _PARALLEL_KEYS_WITHOUT_EFFECT = {"search_mode"}
 
 def set_auto_parallel_context(**kwargs):
     """How training splits over ranks; AUTO/SEMI_AUTO_PARALLEL raise (Kiln has data parallelism)."""
-    current = _kiln.get_auto_parallel_context()
-    updated = _kiln.AutoParallelContext()
-    for key in _PARALLEL_KEYS:
-        setattr(updated, key, getattr(current, key))
-    for key, value in kwargs.items():
-        if key in _PARALLEL_KEYS:
-            setattr(updated, key, value)
-        elif key not in _PARALLEL_KEYS_WITHOUT_EFFECT:
-            raise TypeError(f"set_auto_parallel_context: unknown key {key!r}; Kiln knows "
-                            f"{sorted(_PARALLEL_KEYS | _PARALLEL_KEYS_WITHOUT_EFFECT)}")
-    _kiln.set_auto_parallel_context(updated)
+    _kiln.set_auto_parallel_context(
+        _updated("set_auto_parallel_context", _kiln.get_auto_parallel_context(),
+                 _kiln.AutoParallelContext(), _PARALLEL_KEYS, _PARALLEL_KEYS_WITHOUT_EFFECT,
+                 kwargs))
 
 
 def get_auto_parallel_context(key):
