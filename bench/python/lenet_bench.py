@@ -15,27 +15,12 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from torch_train import load_idx  # noqa: E402  (the same loader as the PyTorch side)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "python"))
+from lenet import LeNet5  # noqa: E402  (the examples' network)
+
 import kiln  # noqa: E402
 from kiln import _kiln, nn  # noqa: E402
-
-
-class LeNet(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, pad_mode="pad", padding=2, has_bias=True)
-        self.conv2 = nn.Conv2d(6, 16, 5, pad_mode="valid", has_bias=True)
-        self.relu = nn.ReLU()
-        self.pool = nn.MaxPool2d(kernel_size=2, stride=2)
-        self.flatten = nn.Flatten()
-        self.fc1 = nn.Dense(400, 120)
-        self.fc2 = nn.Dense(120, 84)
-        self.fc3 = nn.Dense(84, 10)
-
-    def construct(self, x):
-        x = self.pool(self.relu(self.conv1(x)))
-        x = self.pool(self.relu(self.conv2(x)))
-        x = self.flatten(x)
-        return self.fc3(self.relu(self.fc2(self.relu(self.fc1(x)))))
 
 
 def main():
@@ -58,7 +43,7 @@ def main():
     x_all = (images.astype(np.float32) / 255.0)[:, None, :, :]
     y_all = labels.astype(np.int32)
 
-    net = LeNet() if a.net == "python" else _kiln.models.create("lenet")
+    net = LeNet5() if a.net == "python" else _kiln.models.create("lenet")
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
     model = kiln.Model(net, loss_fn=loss, optimizer=opt)

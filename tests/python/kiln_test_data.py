@@ -1,8 +1,14 @@
 """Data the core's tests share: in-memory batches as a native data set."""
+import os
+
 import numpy as np
 
 import kiln
 from kiln import _kiln
+
+# examples/python: the examples' network (lenet.py) and scripts, which the tests import and run.
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "python")
 
 
 class ArrayDataset:

@@ -1,32 +1,16 @@
 """A LeNet written in Python from kiln.nn layers trains exactly as the built-in C++ LeNet."""
+import sys
+
 import numpy as np
 import pytest
 
 import kiln
 from kiln import _kiln, nn
 
-from kiln_test_data import fashion_like_batches
+from kiln_test_data import EXAMPLES, fashion_like_batches
 
-
-class PythonLeNet(nn.Cell):
-    def __init__(self, num_classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, pad_mode="pad", padding=2, has_bias=True)
-        self.conv2 = nn.Conv2d(6, 16, 5, pad_mode="valid", has_bias=True)
-        self.relu = nn.ReLU()
-        self.pool = nn.MaxPool2d(kernel_size=2, stride=2)
-        self.flatten = nn.Flatten()
-        self.fc1 = nn.Dense(400, 120)
-        self.fc2 = nn.Dense(120, 84)
-        self.fc3 = nn.Dense(84, num_classes)
-
-    def construct(self, x):
-        x = self.pool(self.relu(self.conv1(x)))
-        x = self.pool(self.relu(self.conv2(x)))
-        x = self.flatten(x)
-        x = self.relu(self.fc1(x))
-        x = self.relu(self.fc2(x))
-        return self.fc3(x)
+sys.path.insert(0, EXAMPLES)
+from lenet import LeNet5  # noqa: E402  (the examples' network)
 
 
 def copy_weights(source, target):
@@ -55,7 +39,7 @@ def test_python_lenet_trains_as_the_cpp_lenet(mode):
     images, labels = fashion_like_batches(steps=20, batch_size=16)
     kiln.set_seed(1)
     cpp_net = _kiln.models.create("lenet")
-    python_net = PythonLeNet()
+    python_net = LeNet5()
     copy_weights(cpp_net, python_net)
     cpp_losses = train_losses(cpp_net, images, labels, 16)
     python_losses = train_losses(python_net, images, labels, 16)

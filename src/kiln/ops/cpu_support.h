@@ -10,4 +10,9 @@ namespace kiln::ops {
 // widened to f32 (ops/dispatch.cpp), f32 and the integer types everywhere.
 bool arithmetic_available(DType dtype);
 
+// Whether oneDNN's ISA on this CPU includes avx512_core: the one question behind bf16 arithmetic
+// (above) and the blocked nChw16c layout, whose 16-channel blocks are AVX-512's
+// (dnnl_util::dnnl_nchw16c_native).
+bool dnnl_has_avx512_core();
+
 }  // namespace kiln::ops

@@ -6,6 +6,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
+#include "kiln/ops/cpu_support.h"
 
 namespace kiln::ops::dnnl_util {
 
@@ -84,12 +85,7 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
 }
 
 bool dnnl_nchw16c_native() {
-  static const bool native = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-    return (isa & core) == core;  // the ISA values are cumulative feature masks
-  }();
-  return native;
+  return dnnl_has_avx512_core();
 }
 
 bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {

@@ -13,9 +13,13 @@ bool isa_includes(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature) {
 
 }  // namespace
 
+bool dnnl_has_avx512_core() {
+  static const bool has = isa_includes(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core);
+  return has;
+}
+
 bool arithmetic_available(DType dtype) {
-  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  return dtype != DType::bf16 || isa_includes(isa, dnnl_cpu_isa_avx512_core);
+  return dtype != DType::bf16 || dnnl_has_avx512_core();
 }
 
 }  // namespace kiln::ops
