@@ -209,7 +209,7 @@ TEST(BlockLayout, ConvolutionFromFewChannelsStaysChannelsLast) {
           }
         }
         if (touches_three_channels) {
-          EXPECT_EQ(node.attrs.nchw16c, 0u) << node_label(node);
+          EXPECT_EQ(layout_bits(node), 0u) << node_label(node);
         }
       }
       EXPECT_EQ(convolutions, 5);  // two forward, two weight gradients, one data gradient
@@ -266,8 +266,8 @@ TEST(BlockLayout, CheckerCatchesALayoutMismatch) {
   for (NodeId n : g.schedule()) {
     Node& node = g.node(n);
     if (!flipped && node.type == NodeType::op && node.op == ops::OpKind::conv2d_backward_weights &&
-        ops::input_is_nchw16c(node.attrs, 0)) {
-      node.attrs.nchw16c &= ~1u;  // claims dy is channels-last
+        input_is_nchw16c(node, 0)) {
+      set_layout_bits(node, layout_bits(node) & ~1u);  // claims dy is channels-last
       flipped = true;
     }
   }

@@ -80,13 +80,12 @@ TEST(BlockedSpatial, PooledGradientMatchesChannelsLastBitForBit) {
   Tensor y = channels_last(ops::relu(random_tensor(kShape, 2)));
   Node node;
   node.type = NodeType::fused_elementwise;
-  ops::Attrs to_shape, scale;
-  to_shape.shape = {kShape[0], kShape[1], kShape[2], kShape[3]};
-  scale.scalar = 1.0 / 81.0;
+  ops::Attrs to_shape = ops::ShapeAttrs{.shape = {kShape[0], kShape[1], kShape[2], kShape[3]}};
+  ops::Attrs scale = ops::ScalarAttrs{.scalar = 1.0 / 81.0};
   node.chain = {{ops::OpKind::broadcast_to, to_shape, {0}},
                 {ops::OpKind::mul_scalar, scale, {-1}},
                 {ops::OpKind::relu_grad, {}, {-2, 1}}};
-  node.attrs.nchw16c = 0b10u | 1u << ops::kNchw16cOutputBit;
+  node.nchw16c = 0b10u | 1u << ops::kNchw16cOutputBit;
 
   Tensor want = empty_channels_last(kShape);
   FusedElementwise(node.chain).run(std::vector<Tensor>{g, y}, want);
@@ -118,7 +117,7 @@ TEST(BlockedSpatial, BroadcastOperandsOfEveryKindMatchChannelsLastBitForBit) {
   auto run = [&](ops::OpKind op, const Tensor& operand) {
     Node node;
     node.op = op;
-    node.attrs.nchw16c = 0b1u | 1u << ops::kNchw16cOutputBit;
+    node.nchw16c = 0b1u | 1u << ops::kNchw16cOutputBit;
     std::vector<Tensor> in{buffer, operand}, out{buffer};
     ASSERT_TRUE(runs_blocked_spatial(node, in, out));
     make_blocked_spatial_kernel(node, in, out)->run(in, out);
@@ -133,7 +132,7 @@ TEST(BlockedSpatial, BroadcastOperandsOfEveryKindMatchChannelsLastBitForBit) {
 TEST(BlockedSpatial, SameShapeElementwiseRunsOnThePlainEngine) {
   Node node;
   node.op = ops::OpKind::add;
-  node.attrs.nchw16c = 0b11u | 1u << ops::kNchw16cOutputBit;
+  node.nchw16c = 0b11u | 1u << ops::kNchw16cOutputBit;
   std::vector<Tensor> in{empty_channels_last(kShape), empty_channels_last(kShape)},
       out{empty_channels_last(kShape)};
   EXPECT_FALSE(runs_blocked_spatial(node, in, out));
@@ -153,9 +152,10 @@ TEST(BlockedSpatial, SpatialMeanAndSumMatchChannelsLastWithinRounding) {
         Tensor want = mean ? ops::mean(x, {2, 3}, keepdims) : ops::sum(x, {-1, -2}, keepdims);
         Node node;
         node.op = op;
-        node.attrs.axes = mean ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{-1, -2};
-        node.attrs.keepdims = keepdims;
-        node.attrs.nchw16c = 1;
+        node.attrs = ops::ReduceAttrs{
+            .axes = mean ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{-1, -2},
+            .keepdims = keepdims};
+        node.nchw16c = 1;
         std::vector<Tensor> in{blocked}, out{Tensor::empty(want.shape(), DType::f32)};
         ASSERT_TRUE(runs_blocked_spatial(node, in, out));
         make_blocked_spatial_kernel(node, in, out)->run(in, out);
@@ -188,7 +188,7 @@ TEST(BlockedSpatial, SpatialMeanAndSumMatchChannelsLastWithinRounding) {
 TEST(BlockedSpatial, RefusesAFullSizeInputNotMarkedBlocked) {
   Node node;
   node.op = ops::OpKind::mul;
-  node.attrs.nchw16c = 1u << ops::kNchw16cOutputBit;
+  node.nchw16c = 1u << ops::kNchw16cOutputBit;
   std::vector<Tensor> in{empty_channels_last(kShape), Tensor::scalar(2.0f)},
       out{empty_channels_last(kShape)};
   ASSERT_TRUE(runs_blocked_spatial(node, in, out));

@@ -127,10 +127,7 @@ namespace {
 using namespace testing;
 
 ops::Attrs pool_attrs() {
-  ops::Attrs a;
-  a.kernel = {2, 2};
-  a.stride = {2, 2};
-  return a;
+  return ops::PoolAttrs{.kernel = {2, 2}, .stride = {2, 2}};
 }
 
 // relu -> max_pool backwards: max_pool2d_grad then relu_grad on the pool's input, one pass.

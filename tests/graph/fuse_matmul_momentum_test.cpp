@@ -57,13 +57,14 @@ TrainedMlp train(bool fusion, double weight_decay, bool nesterov, const LossFn& 
              graph.value(node.inputs[k]).name == "p2";
     };
     if (node.type == NodeType::fused_update) {
-      r.velocity_attrs.emplace_back(node.attrs.momentum, node.attrs.weight_decay);
+      const auto& fused = node.attrs.as<ops::MatmulMomentumAttrs>();
+      r.velocity_attrs.emplace_back(fused.momentum, fused.weight_decay);
     }
     if (node.type == NodeType::fused_update && is_p2(kFusedUpdateParam)) r.velocity_pos = int(i);
     if (node.op == ops::OpKind::matmul && (is_p2(0) || is_p2(1))) r.last_reader_pos = int(i);
     if (node.type == NodeType::op && node.op == ops::OpKind::sgd_update && is_p2(0)) {
       r.step_pos = int(i);
-      r.step_weight_decay = node.attrs.weight_decay;
+      r.step_weight_decay = node.attrs.as<ops::SgdAttrs>().weight_decay;
     }
   }
   return r;

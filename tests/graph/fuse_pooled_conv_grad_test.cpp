@@ -24,9 +24,7 @@ GraphFn pooled_conv_backward(const Case& c) {
   return [c](const std::vector<Tensor>& in) {
     const Tensor &dyp = in[0], &r = in[1], &x = in[2];
     const Shape w_shape{c.o, c.c, c.k, c.k};
-    ops::Attrs pool;
-    pool.kernel = {2, 2};
-    pool.stride = {2, 2};
+    ops::Attrs pool = ops::PoolAttrs{.kernel = {2, 2}, .stride = {2, 2}};
     Tensor g = ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool);
     if (c.relu_mask) g = ops::relu_grad(g, r);
     const ops::Conv2dOptions opt{.padding = {c.pad, c.pad}};
@@ -139,8 +137,7 @@ TEST(FusePooledConvGrad, LeavesOtherShapesAndReadersAlone) {
   {
     GraphFn fn = [base](const std::vector<Tensor>& in) {
       std::vector<Tensor> out = pooled_conv_backward(base)(in);
-      ops::Attrs pool;
-      pool.kernel = pool.stride = {2, 2};
+      ops::Attrs pool = ops::PoolAttrs{.kernel = {2, 2}, .stride = {2, 2}};
       out.push_back(ops::relu_grad(
           ops::call_one_output(ops::OpKind::max_pool2d_grad, {in[0], in[1]}, pool), in[1]));
       return out;
@@ -154,7 +151,7 @@ TEST(FusePooledConvGrad, LeavesOtherShapesAndReadersAlone) {
     Compiled c = expect_fused_matches(pooled_conv_backward(wide), inputs_for(wide, 7), 1e-4, 1e-4);
     EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::pooled_conv_grad), 0);
   }
-  ops::Attrs strided;
+  ops::ConvAttrs strided;
   strided.stride = {2, 2};
   EXPECT_FALSE(pooled_conv_grad_fits(Shape{2, 6, 14, 14}, Shape{16, 6, 5, 5}, strided, true));
   EXPECT_FALSE(pooled_conv_grad_fits(Shape{2, 6, 14, 14}, Shape{16, 6, 7, 7}, {}, true));
@@ -170,8 +167,7 @@ GraphFn first_layer(bool bias) {
     const ops::Conv2dOptions opt{.padding = {2, 2}};
     Tensor r = ops::relu(ops::conv2d(x, w, bias ? in[3] : Tensor(), opt));
     Tensor p = ops::max_pool2d(r, {});
-    ops::Attrs pool;
-    pool.kernel = pool.stride = {2, 2};
+    ops::Attrs pool = ops::PoolAttrs{.kernel = {2, 2}, .stride = {2, 2}};
     Tensor g =
         ops::relu_grad(ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
     std::vector<Tensor> out = ops::conv2d_backward_weights(g, x, w.shape(), bias, opt);
@@ -230,8 +226,7 @@ GraphFn second_layer(bool pooled_also_returned) {
     Tensor r = ops::relu(ops::conv2d(x, w, b, {}));
     Tensor p = ops::max_pool2d(r, {});
     Tensor flat = ops::reshape(p, Shape{n, p.numel() / n});
-    ops::Attrs pool;
-    pool.kernel = pool.stride = {2, 2};
+    ops::Attrs pool = ops::PoolAttrs{.kernel = {2, 2}, .stride = {2, 2}};
     Tensor dyp = ops::reshape(dflat, p.shape());
     Tensor g =
         ops::relu_grad(ops::call_one_output(ops::OpKind::max_pool2d_grad, {dyp, r}, pool), r);
@@ -318,7 +313,7 @@ TEST(FusePooledConvGrad, KernelRefusesUnsupportedOperands) {
   Node node;
   node.type = NodeType::pooled_conv_grad;
   node.op = ops::OpKind::conv2d_backward_weights;
-  node.attrs.kernel = {2, 2};
+  node.attrs = ops::ConvAttrs{};  // the pool window is the kernel's fixed 2×2
   node.members = {"max_pool2d_grad", "conv2d_backward_weights"};
   // x in NCHW with 6 channels is not channels-last.
   std::vector<Tensor> in{random_tensor({2, 16, 5, 5}, 1),

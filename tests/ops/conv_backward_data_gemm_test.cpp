@@ -91,7 +91,7 @@ TEST(GemmBackwardDataDispatch, CanRunOnlyWhereTheKernelApplies) {
   EXPECT_FALSE(ops::can_run_gemm_backward_data(dy, w, x, window({1, 1})));
   EXPECT_FALSE(ops::can_run_gemm_backward_data(dy, w, x, window({0, 0}, {2, 2})));
   EXPECT_FALSE(ops::can_run_gemm_backward_data(dy, w, x, window({0, 0}, {1, 1}, {2, 2})));
-  ops::Attrs grouped = window({0, 0});
+  ops::ConvAttrs grouped = window({0, 0});
   grouped.groups = 2;
   EXPECT_FALSE(ops::can_run_gemm_backward_data(dy, {16, 3, 5, 5}, x, grouped));
   // The measured rule: C <= 4 with O >= 6, or C <= 8 with O >= 16.

@@ -25,10 +25,10 @@ inline void PrintTo(const ConvKernelCase& c, std::ostream* os) {
   *os << c.name;
 }
 
-// Attrs of a convolution window.
-inline ops::Attrs window(std::array<int64_t, 2> pad, std::array<int64_t, 2> stride = {1, 1},
-                         std::array<int64_t, 2> dilation = {1, 1}) {
-  ops::Attrs a;
+// ConvAttrs of a convolution window.
+inline ops::ConvAttrs window(std::array<int64_t, 2> pad, std::array<int64_t, 2> stride = {1, 1},
+                             std::array<int64_t, 2> dilation = {1, 1}) {
+  ops::ConvAttrs a;
   a.padding = pad;
   a.stride = stride;
   a.dilation = dilation;

@@ -158,7 +158,7 @@ TEST(SingleChannelConvGradient, MatchesFiniteDifferences) {
 TEST(SingleChannelConvDispatch, CanRunOnlyWhereTheKernelsApply) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   Tensor x = random_tensor({2, 1, 8, 8}, 13);
-  ops::Attrs pad1 = window({1, 1});
+  ops::ConvAttrs pad1 = window({1, 1});
   EXPECT_TRUE(ops::can_run_single_channel_conv(x, {16, 1, 3, 3}, pad1));
   EXPECT_TRUE(ops::can_run_single_channel_conv(channels_last_copy(x), {6, 1, 5, 5}, pad1));
   EXPECT_FALSE(ops::can_run_single_channel_conv(x, {65, 1, 3, 3}, pad1));

@@ -66,7 +66,7 @@ class WinogradConv : public ::testing::TestWithParam<Case> {};
 TEST_P(WinogradConv, ForwardMatchesReferenceInEveryLayout) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
-  const ops::Attrs a = window(c.g.pad);
+  const ops::ConvAttrs a = window(c.g.pad);
   Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 1));
   Tensor w = random_tensor(c.g.w_shape(), 2), b = random_tensor({c.g.o}, 3);
   const Values xv = values_of(x), wv = values_of(w), bv = values_of(b);
@@ -95,7 +95,7 @@ TEST_P(WinogradConv, ForwardMatchesReferenceInEveryLayout) {
 TEST_P(WinogradConv, BackwardWeightsMatchReferenceInEveryLayout) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
-  const ops::Attrs a = window(c.g.pad);
+  const ops::ConvAttrs a = window(c.g.pad);
   Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 11));
   Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 12));
   const Values ref = c.g.backward_weights(values_of(dy), values_of(x));
@@ -155,7 +155,7 @@ TEST_P(WinogradConv, OpsUseTheKernel) {
 TEST_P(WinogradConv, BatchNormReluOnTheInputMatchesItsOutput) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
   const Case& c = GetParam();
-  const ops::Attrs a = window(c.g.pad);
+  const ops::ConvAttrs a = window(c.g.pad);
   const int64_t channels = c.g.c;
   Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 13, -2.f, 3.f));
   Tensor gamma = random_tensor({channels}, 14, 0.5f, 1.5f), beta = random_tensor({channels}, 15);
@@ -201,7 +201,7 @@ TEST(WinogradConvGradient, MatchesFiniteDifferences) {
 
 TEST(WinogradConvDispatch, CanRunOnlyWhereTheKernelApplies) {
   if (!kConvKernelsBuilt) GTEST_SKIP() << "built without AVX-512";
-  const ops::Attrs pad1 = window({1, 1});
+  const ops::ConvAttrs pad1 = window({1, 1});
   Tensor x = channels_last_copy(random_tensor({2, 16, 8, 8}, 11));
   Tensor y = channels_last_empty({2, 16, 8, 8});
   EXPECT_TRUE(ops::can_run_winograd_3x3(x, false, {16, 16, 3, 3}, pad1, y, false));
@@ -228,7 +228,7 @@ TEST(WinogradConvDispatch, CanRunOnlyWhereTheKernelApplies) {
                                          y, false));
   EXPECT_FALSE(ops::can_run_winograd_3x3(x, false, {16, 16, 3, 3}, window({3, 3}),
                                          channels_last_empty({2, 16, 12, 12}), false));
-  ops::Attrs grouped = pad1;
+  ops::ConvAttrs grouped = pad1;
   grouped.groups = 2;
   EXPECT_FALSE(ops::can_run_winograd_3x3(x, false, {16, 8, 3, 3}, grouped, y, false));
   // Other layouts and dtypes: row-major activations, bf16.

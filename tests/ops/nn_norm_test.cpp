@@ -169,9 +169,7 @@ void expect_same_layout(const Tensor& a, const Tensor& b, const char* what) {
 
 std::vector<Tensor> bn_grad(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& mean,
                             const Tensor& inv_std, bool training) {
-  ops::Attrs a;
-  a.training = training;
-  a.eps = 1e-5;
+  ops::Attrs a = ops::BatchNormAttrs{.training = training, .eps = 1e-5};
   return ops::call(ops::OpKind::batch_norm_grad, {dy, x, g, mean, inv_std}, a);
 }
 

@@ -166,9 +166,7 @@ TEST(NnPoolMaxGrad, NonOverlappingWindowsPickFirstMaximum) {
       ops::Pool2dOptions opt{.kernel = {k, k}, .stride = {k, k}};
       Tensor y = ops::max_pool2d(x, opt);
       Tensor g = random_tensor(y.shape(), 12);
-      ops::Attrs a;
-      a.kernel = opt.kernel;
-      a.stride = opt.stride;
+      ops::Attrs a = ops::PoolAttrs{.kernel = opt.kernel, .stride = opt.stride};
       Tensor dx = ops::call_one_output(ops::OpKind::max_pool2d_grad, {g, x}, a);
       EXPECT_EQ(dx.strides(), x.strides());
       expect_close(values_of(dx), max_grad_ref(xv, s, values_of(g), k), 0, 0,

@@ -111,8 +111,7 @@ TEST(Transpose, NhwcPermutedToNchwIsChannelsLast) {
   Tensor nchw = ops::transpose(nhwc, {0, 3, 1, 2});
   EXPECT_TRUE(nchw.is_channels_last());
   std::vector<ops::TensorMeta> in{ops::meta_of(nhwc)};
-  ops::Attrs a;
-  a.axes = {0, 3, 1, 2};
+  ops::Attrs a = ops::PermuteAttrs{.perm = {0, 3, 1, 2}};
   EXPECT_EQ(ops::infer(ops::OpKind::transpose, in, a)[0].layout, ops::Layout::channels_last);
 }
 

@@ -173,7 +173,7 @@ void Executable::bind() {
               }
             }
           }
-          l.reseed = node.op == ops::OpKind::dropout && node.attrs.training;
+          l.reseed = node.op == ops::OpKind::dropout && node.attrs.as<ops::DropoutAttrs>().training;
           // Products get their oneDNN primitive built now, not looked up every step.
           static const bool no_precompile = std::getenv("KILN_GRAPH_NO_PRECOMPILE") != nullptr;
           if ((node.op == ops::OpKind::conv2d || node.op == ops::OpKind::matmul) &&

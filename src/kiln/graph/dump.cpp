@@ -70,7 +70,7 @@ std::string to_dot(const Graph& g, const std::string& title) {
       const Value& val = g.value(v);
       if (val.kind == ValueKind::intermediate && val.producer >= 0) {
         // Values the layout pass keeps blocked (passes/block_layout.cpp) say so on their edge.
-        const bool blocked = ops::output_is_nchw16c(g.node(val.producer).attrs, val.output_index);
+        const bool blocked = output_is_nchw16c(g.node(val.producer), val.output_index);
         s << "  n" << val.producer << " -> n" << n << " [label=\"%" << v
           << (blocked ? " nChw16c" : "") << "\"];\n";
       } else {

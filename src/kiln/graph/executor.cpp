@@ -230,7 +230,9 @@ void Executable::launch(size_t begin, size_t end) {
     const int64_t launch_begin = timed ? now_ns() : 0;
     switch (l.kind) {
       case Launch::Kind::kernel:
-        if (l.reseed) l.attrs.seed = int64_t(default_generator().next_u64() >> 1);
+        if (l.reseed) {
+          l.attrs.as<ops::DropoutAttrs>().seed = int64_t(default_generator().next_u64() >> 1);
+        }
         l.kernel(l.in, l.out, l.attrs);
         break;
       case Launch::Kind::pointwise:

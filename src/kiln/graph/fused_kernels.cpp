@@ -41,8 +41,8 @@ std::shared_ptr<SpecialKernel> make_epilogue_node_kernel(const Node& node,
 std::shared_ptr<SpecialKernel> make_conv_relu_pool_node_kernel(const Node& node,
                                                                std::span<const Tensor> inputs,
                                                                std::span<const Tensor> outputs) {
-  if (inputs[0].dim(1) == 1 &&
-      ops::can_run_single_channel_conv(inputs[0], inputs[1].shape(), node.attrs)) {
+  if (inputs[0].dim(1) == 1 && ops::can_run_single_channel_conv(inputs[0], inputs[1].shape(),
+                                                                node.attrs.as<ops::ConvAttrs>())) {
     return make_conv_relu_pool_kernel(node, inputs, outputs);
   }
   return make_chunked_conv_relu_pool_kernel(node, inputs, outputs);

@@ -42,8 +42,8 @@
 //                     mean, inv_std)
 //  pooled_conv_grad   max_pool2d_grad [+ relu_grad] + conv2d_backward_weights [+ _data] over the
 //                     pool's sparse gradient: inputs (pooled grad, pool input, conv input, weight
-//                     or kNoValue), outputs (dw, [db,] [dx]); attrs are the conv's with the pool
-//                     window in `kernel`; the pool input may be replaced by conv_relu_pool's
+//                     or kNoValue), outputs (dw, [db,] [dx]); attrs are the conv's (the pool
+//                     window is always 2×2/2); the pool input may be replaced by conv_relu_pool's
 //                     winners
 //  conv_relu_pool     conv2d + relu + 2×2/2 max_pool2d forward: outputs (pooled, winners: u8, the
 //                     pool's choices for pooled_conv_grad), the relu output never whole (one input

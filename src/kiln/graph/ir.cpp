@@ -3,66 +3,16 @@
 #include <sstream>
 
 #include "kiln/core/error.h"
+#include "kiln/ops/dispatch.h"
 
 namespace kiln::graph {
 namespace {
 
-template <class T>
-std::string list_str(const T& xs) {
-  std::ostringstream s;
-  s << "[";
-  bool first = true;
-  for (auto x : xs) {
-    if (!first) s << ",";
-    s << x;
-    first = false;
-  }
-  s << "]";
-  return s.str();
-}
-
-// Only the attributes that differ from their defaults, so lines stay short.
-std::string attrs_str(const ops::Attrs& a) {
-  static const ops::Attrs d;
-  std::ostringstream s;
-  auto field = [&](const char* name, const std::string& v) { s << " " << name << "=" << v; };
-  if (a.axes != d.axes) field("axes", list_str(a.axes));
-  if (a.shape != d.shape) field("shape", list_str(a.shape));
-  if (a.kernel != d.kernel) field("kernel", list_str(a.kernel));
-  if (a.stride != d.stride) field("stride", list_str(a.stride));
-  if (a.padding != d.padding) field("padding", list_str(a.padding));
-  if (a.dilation != d.dilation) field("dilation", list_str(a.dilation));
-  if (a.groups != d.groups) field("groups", std::to_string(a.groups));
-  if (a.start != d.start || a.end != d.end || a.step != d.step) {
-    field("slice",
-          std::to_string(a.start) + ":" + std::to_string(a.end) + ":" + std::to_string(a.step));
-  }
-  if (a.num_classes != d.num_classes) field("num_classes", std::to_string(a.num_classes));
-  if (a.reduction != d.reduction) field("reduction", std::to_string(a.reduction));
-  if (a.keepdims) field("keepdims", "1");
-  if (a.training) field("training", "1");
-  if (a.transpose_a) field("transpose_a", "1");
-  if (a.transpose_b) field("transpose_b", "1");
-  if (a.nesterov) field("nesterov", "1");
-  auto num = [](double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
-  };
-  if (a.scalar != d.scalar) field("scalar", num(a.scalar));
-  if (a.momentum != d.momentum) field("momentum", num(a.momentum));
-  if (a.weight_decay != d.weight_decay) field("weight_decay", num(a.weight_decay));
-  if (a.dtype != d.dtype) field("dtype", std::string(dtype_name(a.dtype)));
-  if (a.nchw16c != d.nchw16c) {
-    std::string in, out;
-    for (int i = 0; i < ops::kNchw16cOutputBit; ++i) {
-      if (ops::input_is_nchw16c(a, i)) in += (in.empty() ? "" : ",") + std::to_string(i);
-      if (ops::output_is_nchw16c(a, i)) out += (out.empty() ? "" : ",") + std::to_string(i);
-    }
-    field("nChw16c", "in[" + in + "] out[" + out + "]");
-  }
-  std::string out = s.str();
-  return out.empty() ? out : " {" + out.substr(1) + "}";
+// Only the attributes that differ from their family's defaults, so lines stay short.
+std::string attrs_str(const Node& n) {
+  std::string s = ops::attrs_str(n.attrs);
+  if (n.nchw16c != 0) s += " nChw16c=" + ops::layout_bits_str(n.nchw16c);
+  return s.empty() ? s : " {" + s.substr(1) + "}";
 }
 
 std::string meta_str(const ops::TensorMeta& m) {
@@ -97,6 +47,7 @@ ValueId Graph::add_value(const ops::TensorMeta& meta, ValueKind kind, std::strin
 }
 
 NodeId Graph::add_node(Node node, const std::vector<ops::TensorMeta>& output_metas) {
+  if (node.type == NodeType::op) ops::check_attrs(node.op, node.attrs);
   NodeId id = NodeId(nodes_.size());
   node.outputs.clear();
   for (size_t i = 0; i < output_metas.size(); ++i) {
@@ -195,7 +146,7 @@ std::string Graph::str() const {
         s << "%" << n.inputs[j];
       }
     }
-    s << ")" << attrs_str(n.attrs) << (n.stream_output ? " stream_output" : "");
+    s << ")" << attrs_str(n) << (n.stream_output ? " stream_output" : "");
     if (!n.outputs.empty()) s << " :";
     for (size_t j = 0; j < n.outputs.size(); ++j) {
       s << (j ? ", " : " ") << meta_str(value(n.outputs[j]).meta);
@@ -224,6 +175,11 @@ void Graph::verify() const {
       }
     }
     for (ValueId v : n.outputs) defined[size_t(v)] = true;
+    if (n.type == NodeType::op && n.attrs.kind() != ops::op_def(n.op).attrs) {
+      throw Error("graph verify: node " + std::to_string(i) + " (" + node_label(n) + ") takes " +
+                  std::string(ops::attrs_kind_name(ops::op_def(n.op).attrs)) + ", got " +
+                  std::string(ops::attrs_kind_name(n.attrs.kind())));
+    }
   }
   for (ValueId v : outputs_) {
     if (!defined[size_t(v)]) {
@@ -232,13 +188,25 @@ void Graph::verify() const {
   }
 }
 
+uint32_t layout_bits(const Node& node) {
+  const uint32_t* bits = node.attrs.layout_bits();
+  return bits ? *bits : node.nchw16c;
+}
+
+void set_layout_bits(Node& node, uint32_t bits) {
+  if (uint32_t* field = node.attrs.layout_bits()) {
+    *field = bits;
+  } else {
+    node.nchw16c = bits;
+  }
+}
+
 std::string node_label(const Node& node) {
   switch (node.type) {
     case NodeType::op:
       return std::string(ops::op_name(node.op));
     case NodeType::reorder:
-      return ops::output_is_nchw16c(node.attrs, 0) ? "reorder[nhwc->nChw16c]"
-                                                   : "reorder[nChw16c->nhwc]";
+      return output_is_nchw16c(node, 0) ? "reorder[nhwc->nChw16c]" : "reorder[nChw16c->nhwc]";
     case NodeType::max_pool_with_winners:
       return "max_pool2d+winners";
     case NodeType::relu_mask:
@@ -259,7 +227,8 @@ uint32_t mutated_inputs(const Node& node) {
       return ops::op_def(node.op).mutated_inputs;
     case NodeType::bn_relu:  // the running statistics, at batch_norm's positions
     case NodeType::bn_stats:
-      return node.attrs.training ? ops::op_def(node.op).mutated_inputs : 0;
+      return node.attrs.as<ops::BatchNormAttrs>().training ? ops::op_def(node.op).mutated_inputs
+                                                           : 0;
     case NodeType::fused_update:
       return 1u << kFusedUpdateVelocity;
     default:

@@ -56,7 +56,7 @@ enum class PostOp : uint8_t {
 enum class NodeType : uint8_t {
   op,         // one op from the op table
   reorder,    // a 4-D activation between channels-last and oneDNN's blocked nChw16c
-              // (direction in attrs.nchw16c; passes/block_layout.cpp)
+              // (direction in Node::nchw16c; passes/block_layout.cpp)
   relu_mask,  // u8 1 where the f32 input is > 0, else 0: what a later relu_grad reads of
               // a relu output that is otherwise dead (passes/compact_relu_masks.cpp)
   KILN_FOR_EACH_FUSED_NODE(KILN_FUSED_NODE_TYPE)
@@ -78,6 +78,12 @@ struct Node {
   std::vector<PostOp> post_ops;      // epilogue
   std::vector<std::string> members;  // names of the ops a fused node replaced (dump, tests)
   ops::TensorMeta chain_meta;        // fused_reduction: the chain's result, before reducing
+  // Which activation arguments are in the blocked nChw16c layout (ops::kNchw16cOutputBit), for
+  // nodes whose attrs have no layout field of their own: elementwise ops and spatial reductions
+  // (run by kernels/blocked_spatial.cpp) and reorders. Set by passes/block_layout.cpp; read and
+  // write it through layout_bits / set_layout_bits, which pick the attrs' field where there is one
+  // (convolutions, batch norm).
+  uint32_t nchw16c = 0;
   // bn_relu: output 0 is written with streaming stores, past the caches
   // (passes/stream_stores.cpp).
   bool stream_output = false;
@@ -123,6 +129,17 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
 };
+
+// The node's layout bits: its attrs' (ops::ConvAttrs / BatchNormAttrs::nchw16c) where its family
+// has them, else Node::nchw16c.
+uint32_t layout_bits(const Node& node);
+void set_layout_bits(Node& node, uint32_t bits);
+inline bool input_is_nchw16c(const Node& node, int i) {
+  return ops::input_is_nchw16c(layout_bits(node), i);
+}
+inline bool output_is_nchw16c(const Node& node, int j) {
+  return ops::output_is_nchw16c(layout_bits(node), j);
+}
 
 // Display name of a node: the op's name, "fused[add,mul,relu]" for fused nodes.
 std::string node_label(const Node& node);

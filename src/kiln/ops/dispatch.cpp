@@ -30,9 +30,7 @@ void check_arity(const OpDef& def, size_t given) {
 }
 
 Tensor cast_to(const Tensor& t, DType dtype) {
-  Attrs a;
-  a.dtype = dtype;
-  return call_one_output(OpKind::cast, {t}, a);
+  return call_one_output(OpKind::cast, {t}, CastAttrs{.dtype = dtype});
 }
 
 // See OpDef::f16_kernels.
@@ -70,9 +68,18 @@ void set_grad_enabled(bool on) {
   t_grad_enabled = on;
 }
 
+void check_attrs(OpKind kind, const Attrs& attrs) {
+  const OpDef& def = op_def(kind);
+  if (attrs.kind() != def.attrs) {
+    throw Error(std::string(def.name) + ": takes " + std::string(attrs_kind_name(def.attrs)) +
+                ", got " + std::string(attrs_kind_name(attrs.kind())));
+  }
+}
+
 std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
+  check_attrs(kind, attrs);
   return def.infer(inputs, attrs);
 }
 
@@ -96,6 +103,7 @@ void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> o
 std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   check_arity(def, inputs.size());
+  if (attrs.kind() != def.attrs) check_attrs(kind, attrs);
   // 1. Autocast.
   if (AutocastInterceptor autocast = g_chain.autocast(); autocast && !t_in_widened_f32_call) {
     std::vector<Tensor> cast_inputs;

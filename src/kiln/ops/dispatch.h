@@ -21,6 +21,9 @@ inline std::vector<Tensor> call(OpKind kind, std::initializer_list<Tensor> input
 // For single-output ops.
 Tensor call_one_output(OpKind kind, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 
+// Throws Error naming the op and both families unless `attrs` hold the family the op declares
+// (OpDef::attrs). call and infer check it.
+void check_attrs(OpKind kind, const Attrs& attrs);
 // Shape/dtype inference alone, with the op's own checks (graph mode uses it too).
 std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs, const Attrs& attrs);
 // Allocates an output for a meta (channels-last when the meta says so).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/core/tensor.h"
+#include "kiln/ops/attrs.h"
 #include "kiln/ops/op_list.h"
 
 namespace kiln::ops {
@@ -42,41 +43,6 @@ struct TensorMeta {
   bool operator==(const TensorMeta&) const = default;
 };
 TensorMeta meta_of(const Tensor& t);
-
-// Attributes: one struct for every op, each op reading the fields it documents. Plain values
-// only, so graph passes can compare (CSE) and hash them.
-struct Attrs {
-  std::vector<int64_t> axes;   // reduction axes, transpose permutation, concat/slice axis
-  std::vector<int64_t> shape;  // reshape / broadcast_to / sum_to_shape target
-  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
-  int64_t groups = 1;
-  int64_t start = 0, end = 0, step = 1;  // slice
-  int64_t num_classes = 0;               // one_hot, cross-entropy
-  int64_t reduction = 0;                 // 0 mean, 1 sum, 2 none
-  int64_t seed = 0;                      // dropout
-  bool keepdims = false;
-  bool training = false;
-  bool transpose_a = false, transpose_b = false;
-  bool nesterov = false;
-  double scalar = 0.0;  // add_scalar/mul_scalar/pow_scalar operand, dropout p, norm eps
-  double momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  DType dtype = DType::f32;  // cast target, one_hot output
-  // Graph mode only (passes/block_layout.cpp): which 4-D activation arguments are in oneDNN's
-  // blocked nChw16c layout instead of the channels-last one their strides describe. Bit i is
-  // input i, bit kNchw16cOutputBit + j output j. Eager mode never sets it; only the kernels
-  // that can read that layout (convolutions, batch norm, elementwise ops and the global pool's
-  // mean, the last two through graph/kernels/blocked_spatial.cpp) ever see it set.
-  uint32_t nchw16c = 0;
-  bool operator==(const Attrs&) const = default;
-};
-size_t hash_attrs(const Attrs& a);
-constexpr int kNchw16cOutputBit = 16;
-inline bool input_is_nchw16c(const Attrs& a, int i) {
-  return (a.nchw16c >> i) & 1u;
-}
-inline bool output_is_nchw16c(const Attrs& a, int j) {
-  return (a.nchw16c >> (kNchw16cOutputBit + j)) & 1u;
-}
 
 enum class AmpClass : uint8_t {
   low_precision,  // runs in bf16/f16 from O1 on (matmul, conv): the white list
@@ -119,6 +85,8 @@ inline constexpr uint32_t kAllInputs = 0xffffffffu;
 
 struct OpDef {
   std::string_view name;
+  // The attribute family the op reads (attrs.h); ops::call and the graph reject any other.
+  AttrsKind attrs = AttrsKind::NoAttrs;
   int num_inputs = 1;  // -1: any number
   int num_outputs = 1;
   InferFn infer = nullptr;

@@ -256,7 +256,7 @@ std::pair<Tensor, std::vector<Tensor>> CompiledTrainStep::trace_loss_and_gradien
 void CompiledTrainStep::check_samples_independent(const graph::Graph& g, int slices) {
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const graph::Node& node = g.node(graph::NodeId(n));
-    if (node.op == ops::OpKind::batch_norm && node.attrs.training) {
+    if (node.op == ops::OpKind::batch_norm && node.attrs.as<ops::BatchNormAttrs>().training) {
       throw Error("graph mode: micro_batches = " + std::to_string(slices) +
                   " would change what BatchNorm computes in training (statistics of each "
                   "slice, not of the batch); this network needs micro_batches = 1");

@@ -65,7 +65,8 @@ bool can_precompile(const Node& node, std::span<const Tensor> inputs,
 struct ReductionGeometry {
   int64_t outer = 1, reduced = 1, inner = 1;
 };
-// The dims of `in` that sum/mean (attrs.axes; empty: all) or sum_to_shape (attrs.shape) reduce.
+// The dims of `in` that sum/mean (ReduceAttrs::axes; empty: all) or sum_to_shape
+// (ShapeAttrs::shape) reduce.
 std::vector<bool> reduction_mask(ops::OpKind op, const ops::Attrs& attrs,
                                  const ops::TensorMeta& in);
 // Whether reducing `in` over `mask` has that form; fills g when it does.
@@ -97,7 +98,7 @@ std::shared_ptr<SpecialKernel> make_conv_relu_pool_kernel(const Node& node,
 // the shape rule the fusion pass and the kernel share: a convolution of input `x` and weight `w`
 // shapes with `conv` attrs (stride 1) whose output a 2×2/2 max pool reads, with C, O <= 16 and a
 // 3- or 5-tap kernel height (false in a build without AVX-512).
-bool pooled_conv_grad_fits(const Shape& x, const Shape& w, const ops::Attrs& conv, bool has_dx);
+bool pooled_conv_grad_fits(const Shape& x, const Shape& w, const ops::ConvAttrs& conv, bool has_dx);
 bool can_run_pooled_conv_grad(const Node& node, std::span<const Tensor> inputs,
                               std::span<const Tensor> outputs);
 std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,

@@ -47,8 +47,8 @@ int fuse_bn_relu_conv(Graph& graph);
 // blocked nChw16c layout between the kernels that read it — convolutions, batch norm and
 // same-shape elementwise ops (which do not care about element order) — so the convolutions
 // need no reorders around them; a reorder node converts a value where it meets any other
-// kernel. Marks the nodes' Attrs::nchw16c and renumbers nodes (Graph::reorder). Returns how
-// many values it keeps blocked. Runs last, on the final schedule.
+// kernel. Marks the nodes' layout bits (graph::set_layout_bits) and renumbers nodes
+// (Graph::reorder). Returns how many values it keeps blocked. Runs last, on the final schedule.
 int block_layout(Graph& graph);
 // Throws Error if some node reads a value in a layout other than the one it is in (or a graph
 // output is left blocked): the layouts' counterpart of the memory plan checker.

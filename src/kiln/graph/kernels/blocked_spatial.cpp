@@ -50,7 +50,7 @@ class BlockedElementwise : public SpecialKernel {
     }
     const Tensor& y = out[0];
     if (y.rank() != 4 || y.dtype() != DType::f32 || !y.is_dense() || y.dim(1) % kBlock != 0 ||
-        !ops::output_is_nchw16c(node.attrs, 0)) {
+        !output_is_nchw16c(node, 0)) {
       throw Error(node_label(node) +
                   ": expects a blocked dense f32 [N, C, H, W] output (C a multiple " +
                   "of 16), got " + describe(y));
@@ -70,7 +70,7 @@ class BlockedElementwise : public SpecialKernel {
                     " is not f32");
       }
       if (x.shape() == y.shape()) {
-        if (!ops::input_is_nchw16c(node.attrs, int(i)) || !x.is_dense()) {
+        if (!input_is_nchw16c(node, int(i)) || !x.is_dense()) {
           throw Error(node_label(node) + ": full-size input " + std::to_string(i) + " " +
                       describe(x) + " is not a blocked dense tensor");
         }
@@ -78,8 +78,7 @@ class BlockedElementwise : public SpecialKernel {
       } else if (x.numel() == 1) {
         input.kind = Input::scalar;
       } else {
-        if (!is_per_sample_channel(x.shape(), y.shape()) ||
-            ops::input_is_nchw16c(node.attrs, int(i))) {
+        if (!is_per_sample_channel(x.shape(), y.shape()) || input_is_nchw16c(node, int(i))) {
           throw Error(node_label(node) + ": input " + std::to_string(i) + " " + describe(x) +
                       " is neither the blocked output's shape " + y.shape().str() +
                       " nor one value per (sample, channel)");
@@ -241,8 +240,8 @@ bool is_per_sample_channel(const Shape& operand, const Shape& out) {
 
 bool runs_blocked_spatial(const Node& node, std::span<const Tensor> inputs,
                           std::span<const Tensor> outputs) {
-  if (node.attrs.nchw16c == 0 || outputs.empty()) return false;
-  if (is_spatial_reduction(node)) return ops::input_is_nchw16c(node.attrs, 0);
+  if (layout_bits(node) == 0 || outputs.empty()) return false;
+  if (is_spatial_reduction(node)) return input_is_nchw16c(node, 0);
   if (!is_elementwise(node)) return false;
   // Same-shape elementwise nodes run on the plain engine: position i is position i in either
   // layout.

@@ -24,11 +24,11 @@ class BnReluForward : public SpecialKernel {
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
         residual_(in.size() > 5),
-        options_{.training = node.attrs.training,
-                 .momentum = node.attrs.momentum,
-                 .eps = node.attrs.eps,
+        options_{.training = node.attrs.as<ops::BatchNormAttrs>().training,
+                 .momentum = node.attrs.as<ops::BatchNormAttrs>().momentum,
+                 .eps = node.attrs.as<ops::BatchNormAttrs>().eps,
                  .relu = true,
-                 .blocked = node.attrs.nchw16c != 0,
+                 .blocked = layout_bits(node) != 0,
                  .stream_output = node.stream_output} {
     const Tensor& x = in[0];
     for (int i = 1; i < 5; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, beta, stats");
@@ -59,8 +59,8 @@ class BnReluBackward : public SpecialKernel {
   BnReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
-        training_(node.attrs.training),
-        blocked_(node.attrs.nchw16c != 0) {
+        training_(node.attrs.as<ops::BatchNormAttrs>().training),
+        blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[2];
     for (size_t i = 3; i < in.size(); ++i) {
       check_vector(node, in[i], x.dim(1), "gamma, mean, inv_std, beta");
@@ -91,8 +91,8 @@ class BnAddReluBackward : public SpecialKernel {
   BnAddReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
-        training_(node.attrs.training),
-        blocked_(node.attrs.nchw16c != 0) {
+        training_(node.attrs.as<ops::BatchNormAttrs>().training),
+        blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[3];
     for (int i = 4; i < 7; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, mean, inv_std");
     for (int i = 1; i < 3; ++i) check_vector(node, out[size_t(i)], x.dim(1), "dgamma, dbeta");

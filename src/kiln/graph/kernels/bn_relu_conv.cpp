@@ -15,10 +15,10 @@ class BnStatistics : public SpecialKernel {
   BnStatistics(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
-        options_{.training = node.attrs.training,
-                 .momentum = node.attrs.momentum,
-                 .eps = node.attrs.eps,
-                 .blocked = ops::input_is_nchw16c(node.attrs, 0)} {
+        options_{.training = node.attrs.as<ops::BatchNormAttrs>().training,
+                 .momentum = node.attrs.as<ops::BatchNormAttrs>().momentum,
+                 .eps = node.attrs.as<ops::BatchNormAttrs>().eps,
+                 .blocked = input_is_nchw16c(node, 0)} {
     if (!ops::can_run_batch_norm(in[0], {}, options_.blocked)) {
       throw Error(node_label(node) + ": input " + describe(in[0]) + " is not " +
                   ops::batch_norm_layout_requirement(options_.blocked));
@@ -41,7 +41,7 @@ class BnReluConv : public SpecialKernel {
   BnReluConv(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
-        attrs_(node.attrs),
+        attrs_(node.attrs.as<ops::ConvAttrs>()),
         weight_gradient_(node.op == ops::OpKind::conv2d_backward_weights),
         scale_(size_t(in[weight_gradient_ ? 1 : 0].dim(1))) {
     const Tensor& x = in_[weight_gradient_ ? 1 : 0];
@@ -81,7 +81,7 @@ class BnReluConv : public SpecialKernel {
 
  private:
   std::vector<Tensor> in_, out_;
-  ops::Attrs attrs_;
+  ops::ConvAttrs attrs_;
   bool weight_gradient_;
   std::vector<float> scale_;  // gamma·inv_std, per run
 };

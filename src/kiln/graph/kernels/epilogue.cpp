@@ -47,7 +47,7 @@ dnnl::convolution_forward::desc conv_forward_desc(const dnnl::memory::desc& src,
                                                   const dnnl::memory::desc& weights,
                                                   const dnnl::memory::desc* bias,
                                                   const dnnl::memory::desc& dst,
-                                                  const ops::Attrs& a) {
+                                                  const ops::ConvAttrs& a) {
   const dims strides{a.stride[0], a.stride[1]}, dil{a.dilation[0] - 1, a.dilation[1] - 1},
       pad{a.padding[0], a.padding[1]};
   const auto prop = dnnl::prop_kind::forward_training;
@@ -202,7 +202,7 @@ class ConvEpilogue : public DnnlEpilogue {
     const Tensor* residual = in.size() > 3 && in[3].defined() ? &in[3] : nullptr;
     const Tensor& y = out[0];
     if (!w.is_contiguous()) throw Error("fused conv2d: weights must be row-major OIHW");
-    const ops::Attrs& a = node.attrs;
+    const ops::ConvAttrs& a = node.attrs.as<ops::ConvAttrs>();
     const int64_t g = a.groups;
     const Shape& ws = w.shape();
     dt type = data_type(x.dtype(), "conv2d");
@@ -238,7 +238,7 @@ class ChunkedConvReluPool : public DnnlEpilogue {
       : x_(in[0]), pooled_(out[0]), winners_(out[1]) {
     const Tensor& w = in[1];
     const Tensor* bias = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
-    const ops::Attrs& a = node.attrs;
+    const ops::ConvAttrs& a = node.attrs.as<ops::ConvAttrs>();
     const Shape& xs = x_.shape();
     const Shape conv_out{1, w.dim(0), xs[2] + 2 * a.padding[0] - (w.dim(2) - 1) * a.dilation[0],
                          xs[3] + 2 * a.padding[1] - (w.dim(3) - 1) * a.dilation[1]};
@@ -329,8 +329,8 @@ class MatmulEpilogue : public DnnlEpilogue {
     if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
       throw Error("fused matmul: only rank-2 operands are fused");
     }
-    auto src = operand_desc(a, node.attrs.transpose_a);
-    auto wei = operand_desc(b, node.attrs.transpose_b);
+    auto src = operand_desc(a, node.attrs.as<ops::MatmulAttrs>().transpose_a);
+    auto wei = operand_desc(b, node.attrs.as<ops::MatmulAttrs>().transpose_b);
     auto dst = desc_of(y, "matmul");
     dnnl::memory::desc bmd;
     if (bias) {
@@ -363,19 +363,20 @@ class MatmulVelocity : public DnnlEpilogue {
   MatmulVelocity(const Node& node, std::span<const Tensor> in)
       : param_(in[kFusedUpdateParam]),
         velocity_(in[kFusedUpdateVelocity]),
-        weight_decay_(float(node.attrs.weight_decay)) {
+        weight_decay_(float(node.attrs.as<ops::MatmulMomentumAttrs>().weight_decay)) {
+    const auto& attrs = node.attrs.as<ops::MatmulMomentumAttrs>();
     const Tensor &a = in[kFusedUpdateA], &b = in[kFusedUpdateB];
     if (!matrix_ok(a) || !matrix_ok(b) || !param_.is_contiguous() || !velocity_.is_contiguous() ||
         velocity_.shape() != param_.shape()) {
       throw Error(node_label(node) + ": operands " + describe(a) + ", " + describe(b) +
                   " and state " + describe(velocity_) + " cannot run as one fused update");
     }
-    auto src = operand_desc(a, node.attrs.transpose_a);
-    auto wei = operand_desc(b, node.attrs.transpose_b);
+    auto src = operand_desc(a, attrs.transpose_a);
+    auto wei = operand_desc(b, attrs.transpose_b);
     auto dst = desc_of(velocity_, "matmul");
     dnnl::primitive_attr attr = scratchpad_attr();
     dnnl::post_ops po;
-    po.append_sum(float(node.attrs.momentum));
+    po.append_sum(float(attrs.momentum));
     attr.set_post_ops(po);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, engine());
     prim_ = dnnl::matmul(pd);
@@ -406,20 +407,21 @@ class MatmulVelocity : public DnnlEpilogue {
 bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out) {
   // Blocked activations: the op's kernel picks the algorithm for them (Winograd from 32
   // channels) and stages any channels-last argument.
-  if (node.attrs.nchw16c != 0) return false;
+  if (layout_bits(node) != 0) return false;
   if (node.op == ops::OpKind::conv2d) {
     // A plain Winograd convolution stages its activations through blocked buffers: the op's own
     // kernel does that (and runs the same kernel as eager mode); post-ops keep the direct one.
-    if (node.post_ops.empty() &&
-        winograd_conv(in[0].dtype(), in[0].shape(), in[1].shape(), node.attrs)) {
+    if (node.post_ops.empty() && winograd_conv(in[0].dtype(), in[0].shape(), in[1].shape(),
+                                               node.attrs.as<ops::ConvAttrs>())) {
       return false;
     }
     // 16 or 32 channels, 3x3, stride 1: the op's kernel runs Kiln's Winograd F(4x4, 3x3)
     // (ops/kernels/conv_winograd.h), faster there than any oneDNN primitive; with post-ops the
     // primitive stays.
     if (node.post_ops.empty() && (in.size() == 2 || in[2].dtype() == DType::f32) &&
-        ops::can_run_winograd_3x3(in[0], false, in[1].shape(), node.attrs, out[0], false) &&
-        ops::winograd_3x3_chosen(in[0].shape(), node.attrs)) {
+        ops::can_run_winograd_3x3(in[0], false, in[1].shape(), node.attrs.as<ops::ConvAttrs>(),
+                                  out[0], false) &&
+        ops::winograd_3x3_chosen(in[0].shape(), node.attrs.as<ops::ConvAttrs>())) {
       return false;
     }
     // One input channel runs Kiln's own kernel, plain (the op's) or fused with a relu
@@ -429,7 +431,8 @@ bool can_precompile(const Node& node, std::span<const Tensor> in, std::span<cons
   }
   if (node.op == ops::OpKind::matmul) {
     return in.size() >= 2 && matrix_ok(in[0]) && matrix_ok(in[1]) && out[0].rank() == 2 &&
-           out[0].numel() > 0 && in[0].shape()[node.attrs.transpose_a ? 0 : 1] > 0;
+           out[0].numel() > 0 &&
+           in[0].shape()[node.attrs.as<ops::MatmulAttrs>().transpose_a ? 0 : 1] > 0;
   }
   return false;
 }

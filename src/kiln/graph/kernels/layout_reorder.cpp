@@ -25,7 +25,7 @@ class LayoutReorder : public SpecialKernel {
     }
     dnnl::memory::desc plain = desc_of(x, "reorder");
     dnnl::memory::desc blocked(plain.dims(), plain.data_type(), dnnl::memory::format_tag::nChw16c);
-    const bool to_blocked = ops::output_is_nchw16c(node.attrs, 0);
+    const bool to_blocked = output_is_nchw16c(node, 0);
     const dnnl::memory::desc& from = to_blocked ? plain : blocked;
     const dnnl::memory::desc& to = to_blocked ? blocked : plain;
     reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));

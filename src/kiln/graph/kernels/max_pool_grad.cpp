@@ -10,7 +10,7 @@ namespace {
 class MaxPoolGrad : public SpecialKernel {
  public:
   MaxPoolGrad(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
-      : dy_(in[0]), x_(in[1]), dx_(out[0]), k_{node.attrs.kernel[0], node.attrs.kernel[1]} {
+      : dy_(in[0]), x_(in[1]), dx_(out[0]), k_{node.attrs.as<ops::PoolAttrs>().kernel} {
     for (PostOp p : node.post_ops) {
       if (p != PostOp::relu_grad) throw Error("max_pool2d_grad: unsupported post-op");
       relu_mask_ = true;
@@ -31,10 +31,12 @@ class MaxPoolGrad : public SpecialKernel {
 
 bool can_run_max_pool_grad(const Node& node, std::span<const Tensor> in,
                            std::span<const Tensor> out) {
-  const ops::Attrs& a = node.attrs;
-  return (node.type == NodeType::op || node.type == NodeType::epilogue) &&
-         node.op == ops::OpKind::max_pool2d_grad &&
-         ops::can_run_max_pool_grad_one_pass(in[0], in[1], out[0], a.kernel, a.stride, a.padding);
+  if ((node.type != NodeType::op && node.type != NodeType::epilogue) ||
+      node.op != ops::OpKind::max_pool2d_grad) {
+    return false;
+  }
+  const ops::PoolAttrs& a = node.attrs.as<ops::PoolAttrs>();
+  return ops::can_run_max_pool_grad_one_pass(in[0], in[1], out[0], a.kernel, a.stride, a.padding);
 }
 
 std::shared_ptr<SpecialKernel> make_max_pool_grad_kernel(const Node& node,

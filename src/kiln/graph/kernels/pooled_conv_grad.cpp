@@ -372,7 +372,7 @@ bool f32(const Tensor& t) {
   return t.defined() && t.dtype() == DType::f32;
 }
 
-bool fits(const Shape& x, const Shape& w, const ops::Attrs& conv, bool has_dx) {
+bool fits(const Shape& x, const Shape& w, const ops::ConvAttrs& conv, bool has_dx) {
   if (x.rank() != 4 || w.rank() != 4 || w[1] != x[1]) return false;
   const std::array<int64_t, 2> one{1, 1};
   if (conv.stride != one || conv.dilation != one || conv.groups != 1 || conv.padding[0] < 0 ||
@@ -387,20 +387,20 @@ bool fits(const Shape& x, const Shape& w, const ops::Attrs& conv, bool has_dx) {
 }
 
 // inputs: pooled gradient, pool input (the relu output), conv input x, weight (or undefined);
-// outputs: dw, [db,] [dx]. attrs: the convolution's, with the pool window in `kernel`.
+// outputs: dw, [db,] [dx]. attrs: the convolution's; the pool window is kWindow (the pass fuses
+// only 2×2/2 pools).
 std::optional<Geometry> geometry(const Node& node, std::span<const Tensor> in,
                                  std::span<const Tensor> out) {
   if (node.type != NodeType::pooled_conv_grad || in.size() != 4 || out.empty()) return {};
-  const ops::Attrs& a = node.attrs;
-  const bool has_dx = in[3].defined(), has_db = !a.axes.empty();
+  const ops::ConvAttrs& a = node.attrs.as<ops::ConvAttrs>();
+  const bool has_dx = in[3].defined(), has_db = a.bias_grad;
   if (out.size() != size_t(1 + int(has_db) + int(has_dx))) return {};
   const Tensor &dyp = in[0], &r = in[1], &x = in[2], &dw = out[0];
   // The pool's input r, or the winners conv_relu_pool recorded (which imply the relu mask).
   const bool recorded = r.defined() && r.dtype() == DType::u8;
   if (recorded && node.post_ops.empty()) return {};
   if (!f32(dyp) || !(f32(r) || recorded) || !f32(x) || !f32(dw) || dyp.rank() != 4 ||
-      r.rank() != 4 || a.kernel != std::array<int64_t, 2>{kWindow, kWindow} ||
-      !fits(x.shape(), dw.shape(), a, has_dx)) {
+      r.rank() != 4 || !fits(x.shape(), dw.shape(), a, has_dx)) {
     return {};
   }
   const int64_t oh = x.dim(2) + 2 * a.padding[0] - dw.dim(2) + 1,
@@ -582,7 +582,8 @@ class PooledConvGrad : public SpecialKernel {
 
 }  // namespace
 
-bool pooled_conv_grad_fits(const Shape& x, const Shape& w, const ops::Attrs& conv, bool has_dx) {
+bool pooled_conv_grad_fits(const Shape& x, const Shape& w, const ops::ConvAttrs& conv,
+                           bool has_dx) {
   return fits(x, w, conv, has_dx);
 }
 
@@ -608,7 +609,7 @@ std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
 
 #else  // no AVX-512: the pass never fuses (pooled_conv_grad_fits() is false)
 
-bool pooled_conv_grad_fits(const Shape&, const Shape&, const ops::Attrs&, bool) {
+bool pooled_conv_grad_fits(const Shape&, const Shape&, const ops::ConvAttrs&, bool) {
   return false;
 }
 

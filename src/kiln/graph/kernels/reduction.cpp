@@ -171,15 +171,16 @@ std::vector<bool> reduction_mask(ops::OpKind op, const ops::Attrs& attrs,
   const int r = in.shape.rank();
   std::vector<bool> mask(size_t(r), false);
   if (op == ops::OpKind::sum_to_shape) {
-    const Shape target(attrs.shape);
+    const Shape target(attrs.as<ops::ShapeAttrs>().shape);
     const int off = r - target.rank();
     for (int i = 0; i < r; ++i) {
       mask[size_t(i)] = i < off || (target[i - off] == 1 && in.shape[i] != 1);
     }
     return mask;
   }
-  if (attrs.axes.empty()) return std::vector<bool>(size_t(r), true);
-  for (int64_t a : attrs.axes) mask[size_t(in.shape.normalize_axis(int(a)))] = true;
+  const std::vector<int64_t>& axes = attrs.as<ops::ReduceAttrs>().axes;
+  if (axes.empty()) return std::vector<bool>(size_t(r), true);
+  for (int64_t a : axes) mask[size_t(in.shape.normalize_axis(int(a)))] = true;
   return mask;
 }
 

@@ -49,7 +49,7 @@ class SingleChannelConvReluPool : public SpecialKernel {
         bias_(in.size() > 2 ? in[2] : Tensor()),
         pooled_(out[0]),
         winners_(out[1]),
-        padding_(node.attrs.padding),
+        padding_(node.attrs.as<ops::ConvAttrs>().padding),
         scratch_{.threads = omp_get_max_threads()},
         scratch_floats_(ops::single_channel_conv_relu_pool_scratch_floats(x_, w_.shape(), padding_,
                                                                           scratch_.threads)) {}
@@ -80,14 +80,15 @@ bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> in,
   const bool bias_ok =
       in.size() == 2 || !in[2].defined() || (in[2].dtype() == DType::f32 && in[2].is_contiguous());
   return bias_ok && in[1].is_contiguous() && out[0].is_channels_last() &&
-         ops::can_run_single_channel_conv(in[0], in[1].shape(), node.attrs);
+         ops::can_run_single_channel_conv(in[0], in[1].shape(), node.attrs.as<ops::ConvAttrs>());
 }
 
 std::shared_ptr<SpecialKernel> make_conv_relu_pool_kernel(const Node& node,
                                                           std::span<const Tensor> inputs,
                                                           std::span<const Tensor> outputs) {
   if (inputs.size() < 2 || outputs.size() != 2 ||
-      !ops::can_run_single_channel_conv(inputs[0], inputs[1].shape(), node.attrs)) {
+      !ops::can_run_single_channel_conv(inputs[0], inputs[1].shape(),
+                                        node.attrs.as<ops::ConvAttrs>())) {
     throw Error(node_label(node) + ": operands " + describe(inputs[0]) +
                 " cannot run the one-input-channel convolution");
   }

@@ -4,7 +4,7 @@
 // convolution that writes it to every kernel that reads it, when those kernels all understand
 // the layout:
 //  - convolutions (conv2d, conv2d_backward_data, conv2d_backward_weights, plain or reading
-//    relu(batch_norm(x)) on the fly) take each activation in either layout (Attrs::nchw16c says
+//    relu(batch_norm(x)) on the fly) take each activation in either layout (their layout bits say
 //    which) and write a blocked one where it pays;
 //  - batch norm (plain, fused with relu / residual add, or its statistics alone) and elementwise
 //    ops do not care where an element lives as long as all their full-size operands agree: they
@@ -68,9 +68,10 @@ bool spatial_reduction_args(const Graph& graph, const Node& node, ConvArgs& args
     return false;
   }
   const ops::TensorMeta& in = graph.value(node.inputs[0]).meta;
-  if (in.dtype != DType::f32 || in.shape.rank() != 4 || node.attrs.axes.size() != 2) return false;
+  const std::vector<int64_t>& axes = node.attrs.as<ops::ReduceAttrs>().axes;
+  if (in.dtype != DType::f32 || in.shape.rank() != 4 || axes.size() != 2) return false;
   bool axis[4] = {};
-  for (int64_t a : node.attrs.axes) axis[in.shape.normalize_axis(int(a))] = true;
+  for (int64_t a : axes) axis[in.shape.normalize_axis(int(a))] = true;
   if (axis[0] || axis[1] || !axis[2] || !axis[3]) return false;
   args = {{0}, {}};
   return true;
@@ -217,7 +218,7 @@ class LayoutPropagation {
     Node r;
     r.type = NodeType::reorder;
     r.inputs = {v};
-    r.attrs.nchw16c = want_blocked ? 1u << ops::kNchw16cOutputBit : 1u;
+    r.nchw16c = want_blocked ? 1u << ops::kNchw16cOutputBit : 1u;
     const ops::TensorMeta meta = graph_.value(v).meta;
     NodeId id = graph_.add_node(std::move(r), {meta});
     ValueId out = graph_.node(id).outputs[0];
@@ -241,7 +242,7 @@ class LayoutPropagation {
         bits |= 1u << (ops::kNchw16cOutputBit + j);
       }
     }
-    graph_.node(n).attrs.nchw16c = bits;
+    set_layout_bits(graph_.node(n), bits);
   }
 
   // Runs blocked when at least half its full-size inputs are and its outputs may be (its
@@ -263,7 +264,7 @@ class LayoutPropagation {
       blocked_[size_t(graph_.node(n).outputs[size_t(j)])] = run_blocked;
       if (run_blocked) bits |= 1u << (ops::kNchw16cOutputBit + j);
     }
-    graph_.node(n).attrs.nchw16c = bits;
+    set_layout_bits(graph_.node(n), bits);
   }
 
   // Converts n's blocked inputs to channels-last, except those at positions `keep`.
@@ -288,9 +289,9 @@ std::vector<bool> expected_input_layouts(const Graph& graph, const Node& node) {
   std::vector<bool> want(node.inputs.size(), false);
   ConvArgs args;
   if (node.type == NodeType::reorder) {
-    want[0] = !ops::output_is_nchw16c(node.attrs, 0);
+    want[0] = !output_is_nchw16c(node, 0);
   } else if (either_layout_args(graph, node, args) || layout_agnostic_args(graph, node, args)) {
-    for (int i : args.inputs) want[size_t(i)] = ops::input_is_nchw16c(node.attrs, i);
+    for (int i : args.inputs) want[size_t(i)] = input_is_nchw16c(node, i);
   }
   return want;
 }
@@ -305,7 +306,7 @@ void check_block_layout(const Graph& graph) {
   auto is_blocked = [&](ValueId v) {
     const Value& val = graph.value(v);
     if (val.kind != ValueKind::intermediate || val.producer < 0) return false;
-    return ops::output_is_nchw16c(graph.node(val.producer).attrs, val.output_index);
+    return output_is_nchw16c(graph.node(val.producer), val.output_index);
   };
   for (NodeId n : graph.schedule()) {
     const Node& node = graph.node(n);

@@ -34,8 +34,9 @@ bool dense_as_meta(const Graph& graph, ValueId v) {
       // reshape and contiguous return row-major memory whether they alias or copy.
       if (p.op == ops::OpKind::reshape || p.op == ops::OpKind::contiguous) return true;
       // So do whole rows of a row-major tensor (a micro-batch's slice of the batch).
-      return p.op == ops::OpKind::slice && p.attrs.axes == std::vector<int64_t>{0} &&
-             p.attrs.step == 1 && graph.value(p.inputs[0]).meta.layout == ops::Layout::contiguous &&
+      return p.op == ops::OpKind::slice && p.attrs.as<ops::SliceAttrs>().axis == 0 &&
+             p.attrs.as<ops::SliceAttrs>().step == 1 &&
+             graph.value(p.inputs[0]).meta.layout == ops::Layout::contiguous &&
              dense_as_meta(graph, p.inputs[0]);
     }
   }

@@ -42,7 +42,7 @@ bool maskable(const Graph& graph, const ScheduleView& view, ValueId y) {
   const ops::TensorMeta& m = v.meta;
   return m.dtype == DType::f32 && m.layout == ops::Layout::contiguous &&
          m.shape.numel() * 4 >= kMinMaskedBytes && dense_as_meta(graph, y) &&
-         !ops::output_is_nchw16c(graph.node(v.producer).attrs, v.output_index);
+         !output_is_nchw16c(graph.node(v.producer), v.output_index);
 }
 
 }  // namespace

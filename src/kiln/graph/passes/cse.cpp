@@ -8,14 +8,14 @@ namespace kiln::graph::passes {
 namespace {
 
 size_t node_hash(const Node& n) {
-  size_t h = ops::hash_attrs(n.attrs) ^ (size_t(n.op) * 0x9e3779b97f4a7c15ull);
+  size_t h = ops::hash_attrs(n.attrs) ^ (size_t(n.op) * 0x9e3779b97f4a7c15ull) ^ n.nchw16c;
   for (ValueId v : n.inputs) h = (h ^ size_t(uint32_t(v))) * 1099511628211ull;
   return h;
 }
 
 bool same_computation(const Node& a, const Node& b) {
   return a.type == b.type && a.op == b.op && a.inputs == b.inputs && a.attrs == b.attrs &&
-         a.outputs.size() == b.outputs.size();
+         a.nchw16c == b.nchw16c && a.outputs.size() == b.outputs.size();
 }
 
 }  // namespace

@@ -43,13 +43,16 @@ Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
   if (is_live_op(user, OpKind::conv2d) && user.inputs.size() == 2 && reads_only_at(0) &&
       dense_as_meta(graph, user.inputs[1]) &&
       graph.value(user.inputs[1]).meta.layout == ops::Layout::contiguous &&
-      ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape, user.attrs) &&
-      ops::winograd_3x3_chosen(rm.shape, user.attrs)) {
+      ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape,
+                             user.attrs.as<ops::ConvAttrs>()) &&
+      ops::winograd_3x3_chosen(rm.shape, user.attrs.as<ops::ConvAttrs>())) {
     return Reader::convolution;
   }
-  if (is_live_op(user, OpKind::conv2d_backward_weights) && user.attrs.axes.empty() &&
-      reads_only_at(1) && ops::winograd_3x3_fits(rm.shape, Shape(user.attrs.shape), user.attrs) &&
-      ops::winograd_3x3_chosen(rm.shape, user.attrs)) {
+  if (is_live_op(user, OpKind::conv2d_backward_weights) &&
+      !user.attrs.as<ops::ConvAttrs>().bias_grad && reads_only_at(1) &&
+      ops::winograd_3x3_fits(rm.shape, Shape(user.attrs.as<ops::ConvAttrs>().shape),
+                             user.attrs.as<ops::ConvAttrs>()) &&
+      ops::winograd_3x3_chosen(rm.shape, user.attrs.as<ops::ConvAttrs>())) {
     return Reader::weight_gradient;
   }
   // Given beta (input 6) the fused gradient recomputes the relu mask from x: its r is not read.

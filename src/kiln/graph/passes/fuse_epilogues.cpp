@@ -35,7 +35,7 @@ NodeId only_user(const std::vector<std::vector<NodeId>>& users, ValueId v) {
 int fuse_pool_grad_relu_grad(Graph& graph, NodeId pn, const std::vector<std::vector<NodeId>>& users,
                              const std::vector<bool>& is_output) {
   const Node& pg = graph.node(pn);
-  const ops::Attrs& a = pg.attrs;
+  const ops::PoolAttrs& a = pg.attrs.as<ops::PoolAttrs>();
   if (a.kernel != a.stride || a.padding[0] != 0 || a.padding[1] != 0) return 0;
   const ValueId dx = pg.outputs[0], x = pg.inputs[1];
   if (graph.value(dx).meta.dtype != DType::f32 || is_output[size_t(dx)]) return 0;
@@ -94,8 +94,9 @@ int fuse_epilogues(Graph& graph) {
     if (conv && get_context().conv_algorithm == "winograd") {
       const ops::TensorMeta& xm = graph.value(prod.inputs[0]).meta;
       const Shape& ws = graph.value(prod.inputs[1]).meta.shape;
-      if (ops::winograd_3x3_fits(xm.shape, ws, prod.attrs) ||
-          ops::dnnl_util::dnnl_winograd_fits(xm.dtype, xm.shape, ws, prod.attrs)) {
+      const ops::ConvAttrs& ca = prod.attrs.as<ops::ConvAttrs>();
+      if (ops::winograd_3x3_fits(xm.shape, ws, ca) ||
+          ops::dnnl_util::dnnl_winograd_fits(xm.dtype, xm.shape, ws, ca)) {
         continue;
       }
     }

@@ -66,7 +66,9 @@ int fuse_matmul_momentum(Graph& graph) {
   int fused = 0;
   for (NodeId un : view.order) {
     const Node& update = graph.node(un);
-    if (!is_live_op(update, OpKind::momentum_update) || update.attrs.nesterov) continue;
+    if (!is_live_op(update, OpKind::momentum_update) ||
+        update.attrs.as<ops::MomentumAttrs>().nesterov)
+      continue;
     std::vector<NodeId> matmuls, adds;
     if (!summed_matmuls(graph, view, update.inputs[1], matmuls, adds)) continue;
     const ValueId p = update.inputs[0], v = update.inputs[2];
@@ -91,13 +93,17 @@ int fuse_matmul_momentum(Graph& graph) {
       Node f;
       f.type = NodeType::fused_update;
       f.op = OpKind::momentum_update;
-      f.attrs = update.attrs;
+      const auto& momentum = update.attrs.as<ops::MomentumAttrs>();
+      const auto& product = mm.attrs.as<ops::MatmulAttrs>();
+      ops::MatmulMomentumAttrs fused{.transpose_a = product.transpose_a,
+                                     .transpose_b = product.transpose_b,
+                                     .momentum = momentum.momentum,
+                                     .weight_decay = momentum.weight_decay};
       if (!velocity_nodes.empty()) {  // the velocity is scaled, and wd·p added, once
-        f.attrs.momentum = 1.0;
-        f.attrs.weight_decay = 0.0;
+        fused.momentum = 1.0;
+        fused.weight_decay = 0.0;
       }
-      f.attrs.transpose_a = mm.attrs.transpose_a;
-      f.attrs.transpose_b = mm.attrs.transpose_b;
+      f.attrs = fused;
       f.inputs.resize(4);
       f.inputs[kFusedUpdateParam] = p;
       f.inputs[kFusedUpdateA] = mm.inputs[0];
@@ -109,7 +115,7 @@ int fuse_matmul_momentum(Graph& graph) {
     Node step;
     step.op = OpKind::sgd_update;
     step.inputs = {p, v, update.inputs[3]};
-    step.attrs.weight_decay = 0.0;  // the velocity has it
+    step.attrs = ops::SgdAttrs{.weight_decay = 0.0};  // the velocity has it
 
     for (NodeId n : matmuls) graph.node(n).dead = true;
     for (NodeId n : adds) graph.node(n).dead = true;

@@ -23,11 +23,12 @@ bool channels_last_meta(const Graph& graph, ValueId v) {
 // A live max_pool2d with 2×2 windows of stride 2 and no padding.
 bool is_plain_pool(const Node& n) {
   const std::array<int64_t, 2> window{2, 2};
-  return is_live_op(n, OpKind::max_pool2d) && n.attrs.kernel == window &&
-         n.attrs.stride == window && n.attrs.padding == std::array<int64_t, 2>{0, 0};
+  if (!is_live_op(n, OpKind::max_pool2d)) return false;
+  const ops::PoolAttrs& a = n.attrs.as<ops::PoolAttrs>();
+  return a.kernel == window && a.stride == window && a.padding == std::array<int64_t, 2>{0, 0};
 }
 
-bool same_convolution(const ops::Attrs& a, const ops::Attrs& b) {
+bool same_convolution(const ops::ConvAttrs& a, const ops::ConvAttrs& b) {
   return a.stride == b.stride && a.padding == b.padding && a.dilation == b.dilation &&
          a.groups == b.groups;
 }
@@ -38,7 +39,7 @@ int fuse_backward(Graph& graph, NodeId pn, const ScheduleView& view) {
   const bool masked = pg.type == NodeType::epilogue && pg.post_ops.size() == 1 &&
                       pg.post_ops[0] == PostOp::relu_grad;
   if (pg.dead || pg.op != OpKind::max_pool2d_grad || !(masked || pg.type == NodeType::op)) return 0;
-  const ops::Attrs& pool = pg.attrs;
+  const ops::PoolAttrs& pool = pg.attrs.as<ops::PoolAttrs>();
   const std::array<int64_t, 2> window{2, 2};
   if (pool.kernel != window || pool.stride != window || pool.padding[0] != 0 ||
       pool.padding[1] != 0) {
@@ -66,17 +67,17 @@ int fuse_backward(Graph& graph, NodeId pn, const ScheduleView& view) {
   if (weights < 0) return 0;
   const Node& bw = graph.node(weights);
   const ValueId x = bw.inputs[1];
-  const bool has_db = !bw.attrs.axes.empty();
-  const Shape w_shape(bw.attrs.shape);
+  const ops::ConvAttrs& conv = bw.attrs.as<ops::ConvAttrs>();
+  const bool has_db = conv.bias_grad;
+  const Shape w_shape(conv.shape);
   if (bw.outputs.size() != size_t(1 + int(has_db)) || !channels_last_meta(graph, x) ||
-      !pooled_conv_grad_fits(graph.value(x).meta.shape, w_shape, bw.attrs, data >= 0)) {
+      !pooled_conv_grad_fits(graph.value(x).meta.shape, w_shape, conv, data >= 0)) {
     return 0;
   }
   Node f;
   f.type = NodeType::pooled_conv_grad;
   f.op = OpKind::conv2d_backward_weights;
-  f.attrs = bw.attrs;
-  f.attrs.kernel = window;
+  f.attrs = bw.attrs;  // the pool window is the kernel's fixed 2×2
   f.inputs = {dyp, r, x, kNoValue};
   f.outputs = bw.outputs;
   f.post_ops = pg.post_ops;
@@ -86,9 +87,9 @@ int fuse_backward(Graph& graph, NodeId pn, const ScheduleView& view) {
   if (data >= 0) {
     const Node& bd = graph.node(data);
     const ValueId w = bd.inputs[1], dx = bd.outputs[0];
-    if (!same_convolution(bd.attrs, bw.attrs) || graph.value(w).meta.shape != w_shape ||
-        graph.value(w).meta.dtype != DType::f32 || !dense_as_meta(graph, w) ||
-        graph.value(w).meta.layout != ops::Layout::contiguous ||
+    if (!same_convolution(bd.attrs.as<ops::ConvAttrs>(), conv) ||
+        graph.value(w).meta.shape != w_shape || graph.value(w).meta.dtype != DType::f32 ||
+        !dense_as_meta(graph, w) || graph.value(w).meta.layout != ops::Layout::contiguous ||
         graph.value(dx).meta.shape != graph.value(x).meta.shape || !channels_last_meta(graph, dx)) {
       return 0;
     }
@@ -155,8 +156,10 @@ bool runs_in_chunks(const Graph& graph, const Node& conv, ValueId r) {
   const ops::TensorMeta& w = graph.value(conv.inputs[1]).meta;
   const Shape& rs = graph.value(r).meta.shape;
   if (x.layout != ops::Layout::channels_last || w.layout != ops::Layout::contiguous ||
-      w.dtype != DType::f32 || !dense_as_meta(graph, conv.inputs[1]) || conv.attrs.groups != 1 ||
-      conv.attrs.stride != std::array<int64_t, 2>{1, 1} || rs.rank() != 4 || rs[0] == 0) {
+      w.dtype != DType::f32 || !dense_as_meta(graph, conv.inputs[1]) ||
+      conv.attrs.as<ops::ConvAttrs>().groups != 1 ||
+      conv.attrs.as<ops::ConvAttrs>().stride != std::array<int64_t, 2>{1, 1} || rs.rank() != 4 ||
+      rs[0] == 0) {
     return false;
   }
   return conv_pool_chunk(rs[0], rs.numel() / rs[0] * int64_t(sizeof(float))) > 0;
@@ -187,7 +190,7 @@ int fuse_forward(Graph& graph, NodeId bn) {
   const bool single_channel =
       xv.meta.shape[1] == 1 &&
       ops::single_channel_conv_fits(xv.meta.shape, graph.value(conv.inputs[1]).meta.shape,
-                                    conv.attrs);
+                                    conv.attrs.as<ops::ConvAttrs>());
   if (!single_channel && !runs_in_chunks(graph, conv, r)) return 0;
   const ValueId won = add_winners_value(graph, pooled);
   Node f;

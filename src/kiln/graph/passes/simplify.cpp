@@ -25,7 +25,6 @@ int simplify_algebra(Graph& graph) {
     const ValueId out = node.outputs[0];
     ValueId replacement = kNoValue;
     const auto& in = node.inputs;
-    const ops::Attrs& a = node.attrs;
     switch (node.op) {
       case OpKind::mul:
         if (constant_equals(graph, in[1], 1.0))
@@ -47,10 +46,10 @@ int simplify_algebra(Graph& graph) {
         break;
       case OpKind::mul_scalar:
       case OpKind::pow_scalar:
-        if (a.scalar == 1.0) replacement = in[0];
+        if (node.attrs.as<ops::ScalarAttrs>().scalar == 1.0) replacement = in[0];
         break;
       case OpKind::add_scalar:
-        if (a.scalar == 0.0) replacement = in[0];
+        if (node.attrs.as<ops::ScalarAttrs>().scalar == 0.0) replacement = in[0];
         break;
       case OpKind::neg: {
         const Value& x = graph.value(in[0]);
@@ -76,10 +75,9 @@ int simplify_algebra(Graph& graph) {
       if (x.producer >= 0) {
         const Node& p = graph.node(x.producer);
         if (!p.dead && p.type == NodeType::op && p.op == OpKind::mul_scalar) {
-          double s = p.attrs.scalar * a.scalar;
-          ValueId inner = p.inputs[0];
-          node.inputs[0] = inner;
-          node.attrs.scalar = s;
+          double& scalar = node.attrs.as<ops::ScalarAttrs>().scalar;
+          scalar *= p.attrs.as<ops::ScalarAttrs>().scalar;
+          node.inputs[0] = p.inputs[0];
           ++rewrites;
           continue;
         }

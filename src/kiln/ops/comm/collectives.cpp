@@ -42,7 +42,8 @@ void check_reducible(const char* op, const TensorMeta& m) {
 
 // ---- all_reduce ----
 
-std::vector<TensorMeta> infer_all_reduce(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> infer_all_reduce(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const AllReduceAttrs& a = attrs.as<AllReduceAttrs>();
   check_reducible("all_reduce", in[0]);
   if (a.reduction != 0 && a.reduction != 1) {
     throw ShapeError(
@@ -54,7 +55,8 @@ std::vector<TensorMeta> infer_all_reduce(std::span<const TensorMeta> in, const A
   return {in[0]};
 }
 
-void all_reduce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void all_reduce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const AllReduceAttrs& a = attrs.as<AllReduceAttrs>();
   Tensor& y = out[0];
   Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
   copy_into(in[0], staged);
@@ -69,9 +71,10 @@ void all_reduce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
 
 // ---- broadcast ----
 
-std::vector<TensorMeta> infer_broadcast(std::span<const TensorMeta> in, const Attrs& a) {
-  if (a.start < 0 || a.start >= comm::size()) {
-    throw ShapeError(detail::concat("broadcast: root rank ", a.start, " is outside a job of ",
+std::vector<TensorMeta> infer_broadcast(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const BroadcastAttrs& a = attrs.as<BroadcastAttrs>();
+  if (a.root < 0 || a.root >= comm::size()) {
+    throw ShapeError(detail::concat("broadcast: root rank ", a.root, " is outside a job of ",
                                     comm::size(), " ranks, for ", describe_meta(in[0])));
   }
   if (in[0].dtype == DType::f16 || in[0].dtype == DType::bf16) {
@@ -80,11 +83,12 @@ std::vector<TensorMeta> infer_broadcast(std::span<const TensorMeta> in, const At
   return {in[0]};
 }
 
-void broadcast_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void broadcast_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const BroadcastAttrs& a = attrs.as<BroadcastAttrs>();
   Tensor& y = out[0];
   Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
   copy_into(in[0], staged);
-  comm::broadcast(staged.raw_data(), staged.numel(), staged.dtype(), int(a.start));
+  comm::broadcast(staged.raw_data(), staged.numel(), staged.dtype(), int(a.root));
   if (!staged.same(y)) strided_copy(staged, y);
 }
 
@@ -119,7 +123,7 @@ std::vector<TensorMeta> infer_reduce_scatter(std::span<const TensorMeta> in, con
   return {TensorMeta{Shape(std::move(dims)), in[0].dtype}};
 }
 
-void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
   Tensor x = dense_input(in[0]);
   comm::reduce_scatter(x.raw_data(), out[0].raw_data(), out[0].numel(), x.dtype(),
                        comm::ReduceOp::sum);
@@ -166,7 +170,8 @@ std::vector<TensorMeta> infer_bucket_start(std::span<const TensorMeta> in, const
   return {TensorMeta{Shape({total}), DType::f32}};
 }
 
-void bucket_start_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void bucket_start_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const BucketAttrs& a = attrs.as<BucketAttrs>();
   Tensor& flat = out[0];
   float* base = flat.data<float>();
   int64_t at = 0;
@@ -175,8 +180,8 @@ void bucket_start_kernel(std::span<const Tensor> in, std::span<Tensor> out, cons
     copy_into(g, window);
     at += g.numel();
   }
-  if (a.scalar != 1.0) {
-    const float s = float(a.scalar);
+  if (a.prescale != 1.0) {
+    const float s = float(a.prescale);
     for (int64_t i = 0; i < at; ++i) base[i] *= s;
   }
   comm::Work work = comm::all_reduce_async(base, at, DType::f32);
@@ -217,10 +222,12 @@ void bucket_wait_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
 
 const OpDef op_def_all_reduce = {
     .name = "all_reduce",
+    .attrs = attrs_kind<AllReduceAttrs>,
     .infer = infer_all_reduce,
     .kernel = all_reduce_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {all_reduce(c.grad_outputs[0], CollectiveReduction(c.attrs.reduction))};
+      return {all_reduce(c.grad_outputs[0],
+                         CollectiveReduction(c.attrs.as<AllReduceAttrs>().reduction))};
     },
     .f16_kernels = false,
     .cost = ring_cost,
@@ -228,11 +235,12 @@ const OpDef op_def_all_reduce = {
 
 const OpDef op_def_broadcast = {
     .name = "broadcast",
+    .attrs = attrs_kind<BroadcastAttrs>,
     .infer = infer_broadcast,
     .kernel = broadcast_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       const Tensor sum = all_reduce(c.grad_outputs[0], CollectiveReduction::sum);
-      return {comm::rank() == c.attrs.start ? sum : mul_scalar(sum, 0.0)};
+      return {comm::rank() == c.attrs.as<BroadcastAttrs>().root ? sum : mul_scalar(sum, 0.0)};
     },
     .f16_kernels = false,
     .cost = ring_cost,
@@ -269,6 +277,7 @@ const OpDef op_def_barrier = {
 
 const OpDef op_def_all_reduce_bucket_start = {
     .name = "all_reduce_bucket_start",
+    .attrs = attrs_kind<BucketAttrs>,
     .num_inputs = -1,
     .infer = infer_bucket_start,
     .kernel = bucket_start_kernel,
@@ -287,14 +296,12 @@ const OpDef op_def_all_reduce_bucket_wait = {
 };
 
 Tensor all_reduce(const Tensor& x, CollectiveReduction reduction) {
-  Attrs a;
-  a.reduction = int64_t(reduction);
+  Attrs a = AllReduceAttrs{.reduction = int64_t(reduction)};
   return call_one_output(OpKind::all_reduce, {x}, a);
 }
 
 Tensor broadcast(const Tensor& x, int root) {
-  Attrs a;
-  a.start = root;
+  Attrs a = BroadcastAttrs{.root = root};
   return call_one_output(OpKind::broadcast, {x}, a);
 }
 
@@ -311,8 +318,7 @@ Tensor barrier() {
 }
 
 Tensor all_reduce_bucket_start(const std::vector<Tensor>& grads, double prescale) {
-  Attrs a;
-  a.scalar = prescale;
+  Attrs a = BucketAttrs{.prescale = prescale};
   return std::move(call(OpKind::all_reduce_bucket_start, std::span<const Tensor>(grads), a)[0]);
 }
 

@@ -31,7 +31,7 @@ namespace kiln::ops {
 // f32 and channels-last dense (strides of a channels-last tensor on every dim of extent > 1);
 // always false in a build without AVX-512.
 bool can_run_gemm_backward_data(const Tensor& dy, const Shape& w_shape, const Shape& x_shape,
-                                const Attrs& a);
+                                const ConvAttrs& a);
 
 // dx = conv2d_backward_data(dy, w) for stride 1, dilation 1, groups 1; the padding is implied by
 // the shapes (OH = H + 2*pad - KH + 1). dy f32 channels-last dense, w [O, C, KH, KW] contiguous

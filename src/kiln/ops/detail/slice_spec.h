@@ -15,16 +15,12 @@ struct SliceSpec {
 
 // Python semantics: negative start/end count from the end, both are clamped to the dimension,
 // step must be positive. Throws ShapeError naming `op` and the input.
-inline SliceSpec slice_spec(const char* op, const TensorMeta& in, const Attrs& a) {
+inline SliceSpec slice_spec(const char* op, const TensorMeta& in, const SliceAttrs& a) {
   const Shape& s = in.shape;
   auto where = [&] { return std::string(dtype_name(in.dtype)) + s.str(); };
-  if (a.axes.size() != 1) {
-    throw ShapeError(
-        detail::concat(op, ": expects one axis, got ", a.axes.size(), " for ", where()));
-  }
-  const int64_t axis = a.axes[0] < 0 ? a.axes[0] + s.rank() : a.axes[0];
+  const int64_t axis = a.axis < 0 ? a.axis + s.rank() : a.axis;
   if (axis < 0 || axis >= s.rank()) {
-    throw ShapeError(detail::concat(op, ": axis ", a.axes[0], " is out of range for ", where()));
+    throw ShapeError(detail::concat(op, ": axis ", a.axis, " is out of range for ", where()));
   }
   if (a.step <= 0) {
     throw ShapeError(detail::concat(op, ": step must be positive, got ", a.step, " for ", where()));

@@ -88,7 +88,7 @@ bool dnnl_nchw16c_native() {
   return dnnl_has_avx512_core();
 }
 
-bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
+bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const ConvAttrs& a) {
   return dtype == DType::f32 && x.rank() == 4 && w.rank() == 4 && a.groups == 1 && w[2] == 3 &&
          w[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 &&
          a.dilation[1] == 1 && x[1] % 16 == 0 && w[0] % 16 == 0;
@@ -100,7 +100,7 @@ bool dnnl_winograd_chosen(const Shape& x, const Shape& w, int64_t auto_min_chann
   return algorithm == "winograd" || (x[1] >= auto_min_channels && w[0] >= auto_min_channels);
 }
 
-bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& a) {
+bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const ConvAttrs& a) {
   return dnnl_winograd_fits(dtype, x, w, a) && dnnl_winograd_chosen(x, w, 64);
 }
 

@@ -59,7 +59,7 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
 
 // The shapes oneDNN's Winograd F(4x4, 3x3) may take: f32, ungrouped 3x3, stride 1, no dilation,
 // channels in and out multiples of 16 (oneDNN may still decline one, e.g. for its padding).
-bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const Attrs& attrs);
+bool dnnl_winograd_fits(DType dtype, const Shape& x, const Shape& w, const ConvAttrs& attrs);
 
 // Whether oneDNN's Winograd is wanted for a convolution dnnl_winograd_fits, as
 // Context::conv_algorithm says: "auto" from `auto_min_channels` channels in and out on, where it
@@ -69,7 +69,7 @@ bool dnnl_winograd_chosen(const Shape& x, const Shape& w, int64_t auto_min_chann
 // Whether conv2d runs this convolution as Winograd F(4x4, 3x3) on activations staged through
 // oneDNN's blocked layout (see ops/nn/conv.cpp for the measurements behind the rule):
 // dnnl_winograd_fits and chosen, from 64 channels under "auto".
-bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const Attrs& attrs);
+bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const ConvAttrs& attrs);
 
 // Whether oneDNN has fast (JIT) convolutions on the blocked nChw16c activation layout on this
 // CPU: its 16-channel blocks are AVX-512's. Without avx512_core (an AVX2-only CPU, whose own

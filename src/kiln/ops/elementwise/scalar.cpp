@@ -1,4 +1,4 @@
-// Elementwise ops with a scalar operand (Attrs::scalar), so a constant needs no tensor.
+// Elementwise ops with a scalar operand (ScalarAttrs), so a constant needs no tensor.
 #include <cmath>
 
 #include "kiln/ops/detail/elementwise_common.h"
@@ -13,14 +13,14 @@ constexpr char kAddScalar[] = "add_scalar", kMulScalar[] = "mul_scalar",
 
 void add_scalar_tile(float* o, const float* const* in, int64_t n, const Attrs& attrs) {
   const float* x = in[0];
-  const float s = float(attrs.scalar);
+  const float s = float(attrs.as<ScalarAttrs>().scalar);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = x[i] + s;
 }
 
 void mul_scalar_tile(float* o, const float* const* in, int64_t n, const Attrs& attrs) {
   const float* x = in[0];
-  const float s = float(attrs.scalar);
+  const float s = float(attrs.as<ScalarAttrs>().scalar);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = x[i] * s;
 }
@@ -28,7 +28,7 @@ void mul_scalar_tile(float* o, const float* const* in, int64_t n, const Attrs& a
 // The exponents models use get exact, vectorized forms; any other goes through std::pow.
 void pow_scalar_tile(float* o, const float* const* in, int64_t n, const Attrs& attrs) {
   const float* x = in[0];
-  const double e = attrs.scalar;
+  const double e = attrs.as<ScalarAttrs>().scalar;
   if (e == 2.0) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) o[i] = x[i] * x[i];
@@ -66,6 +66,7 @@ std::vector<TensorMeta> infer_any(std::span<const TensorMeta> in, const Attrs&) 
 
 const OpDef op_def_add_scalar = {
     .name = kAddScalar,
+    .attrs = attrs_kind<ScalarAttrs>,
     .infer = infer_any<kAddScalar>,
     .kernel = kernel<OpKind::add_scalar>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {c.grad_outputs[0]}; },
@@ -75,10 +76,11 @@ const OpDef op_def_add_scalar = {
 
 const OpDef op_def_mul_scalar = {
     .name = kMulScalar,
+    .attrs = attrs_kind<ScalarAttrs>,
     .infer = infer_any<kMulScalar>,
     .kernel = kernel<OpKind::mul_scalar>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {mul_scalar(c.grad_outputs[0], c.attrs.scalar)};
+      return {mul_scalar(c.grad_outputs[0], c.attrs.as<ScalarAttrs>().scalar)};
     },
     .cost = cost<1>,
     .tile = mul_scalar_tile,
@@ -86,11 +88,12 @@ const OpDef op_def_mul_scalar = {
 
 const OpDef op_def_pow_scalar = {
     .name = kPowScalar,
+    .attrs = attrs_kind<ScalarAttrs>,
     .infer = infer_floating<kPowScalar>,
     .kernel = kernel<OpKind::pow_scalar>,
     // d x^e = e · x^(e-1)
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      const double e = c.attrs.scalar;
+      const double e = c.attrs.as<ScalarAttrs>().scalar;
       if (e == 0.0) return {mul_scalar(c.grad_outputs[0], 0.0)};
       return {mul(c.grad_outputs[0], mul_scalar(pow_scalar(c.inputs[0], e - 1.0), e))};
     },
@@ -100,21 +103,15 @@ const OpDef op_def_pow_scalar = {
 };
 
 Tensor add_scalar(const Tensor& x, double s) {
-  Attrs attrs;
-  attrs.scalar = s;
-  return call_one_output(OpKind::add_scalar, {x}, attrs);
+  return call_one_output(OpKind::add_scalar, {x}, ScalarAttrs{.scalar = s});
 }
 
 Tensor mul_scalar(const Tensor& x, double s) {
-  Attrs attrs;
-  attrs.scalar = s;
-  return call_one_output(OpKind::mul_scalar, {x}, attrs);
+  return call_one_output(OpKind::mul_scalar, {x}, ScalarAttrs{.scalar = s});
 }
 
 Tensor pow_scalar(const Tensor& x, double exponent) {
-  Attrs attrs;
-  attrs.scalar = exponent;
-  return call_one_output(OpKind::pow_scalar, {x}, attrs);
+  return call_one_output(OpKind::pow_scalar, {x}, ScalarAttrs{.scalar = exponent});
 }
 
 }  // namespace kiln::ops

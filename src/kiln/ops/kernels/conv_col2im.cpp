@@ -152,7 +152,7 @@ void run_gemm(const float* dy, const float* wt, float* col, int64_t rows, int64_
 }  // namespace
 
 bool can_run_gemm_backward_data(const Tensor& dy, const Shape& w_shape, const Shape& x_shape,
-                                const Attrs& a) {
+                                const ConvAttrs& a) {
   if (dy.dtype() != DType::f32 || dy.rank() != 4 || w_shape.rank() != 4 || x_shape.rank() != 4)
     return false;
   if (a.groups != 1) return false;
@@ -243,7 +243,7 @@ void gemm_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
 
 #else  // !__AVX512F__
 
-bool can_run_gemm_backward_data(const Tensor&, const Shape&, const Shape&, const Attrs&) {
+bool can_run_gemm_backward_data(const Tensor&, const Shape&, const Shape&, const ConvAttrs&) {
   return false;
 }
 void gemm_backward_data(const Tensor&, const Tensor&, Tensor&) {

@@ -462,7 +462,7 @@ void bias_columns(const float* dy, int64_t rows, const Geometry& g, float* b_acc
 
 }  // namespace
 
-bool single_channel_conv_fits(const Shape& x, const Shape& w_shape, const Attrs& a,
+bool single_channel_conv_fits(const Shape& x, const Shape& w_shape, const ConvAttrs& a,
                               bool backward_weights) {
   if (x.rank() != 4 || x[1] != 1 || w_shape.rank() != 4 || w_shape[1] != 1 || a.groups != 1)
     return false;
@@ -479,7 +479,7 @@ bool single_channel_conv_fits(const Shape& x, const Shape& w_shape, const Attrs&
   return (x[3] + 2 * a.padding[1]) * o <= (int64_t(1) << 16);
 }
 
-bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const Attrs& a,
+bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const ConvAttrs& a,
                                  bool backward_weights) {
   return x.dtype() == DType::f32 &&
          single_channel_conv_fits(x.shape(), w_shape, a, backward_weights) && x_is_dense(x);
@@ -736,10 +736,10 @@ void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Ten
 
 #else  // no AVX-512: the conv ops use oneDNN.
 
-bool can_run_single_channel_conv(const Tensor&, const Shape&, const Attrs&, bool) {
+bool can_run_single_channel_conv(const Tensor&, const Shape&, const ConvAttrs&, bool) {
   return false;
 }
-bool single_channel_conv_fits(const Shape&, const Shape&, const Attrs&, bool) {
+bool single_channel_conv_fits(const Shape&, const Shape&, const ConvAttrs&, bool) {
   return false;
 }
 void single_channel_conv_forward(const Tensor&, const Tensor&, const Tensor*, bool, Tensor&) {

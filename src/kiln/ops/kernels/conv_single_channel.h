@@ -26,11 +26,11 @@ namespace kiln::ops {
 // with AVX-512 (always false otherwise). With `backward_weights`, also O % 16 != 0 (where the
 // backward-weights kernel beats oneDNN's); single_channel_conv_backward_weights itself runs any
 // O the forward runs.
-bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const Attrs& a,
+bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const ConvAttrs& a,
                                  bool backward_weights = false);
 // The shape part of that rule (what a graph pass can check before any tensor exists); false in
 // a build without AVX-512.
-bool single_channel_conv_fits(const Shape& x_shape, const Shape& w_shape, const Attrs& a,
+bool single_channel_conv_fits(const Shape& x_shape, const Shape& w_shape, const ConvAttrs& a,
                               bool backward_weights = false);
 
 // y = relu?(conv(x, w) + bias). x as can_run requires; w [O, 1, KH, KW] contiguous f32; bias [O]

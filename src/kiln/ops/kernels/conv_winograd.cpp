@@ -496,7 +496,7 @@ bool dense_nchw16c(const Tensor& t) {
 
 }  // namespace
 
-bool winograd_3x3_fits(const Shape& x, const Shape& w, const Attrs& a) {
+bool winograd_3x3_fits(const Shape& x, const Shape& w, const ConvAttrs& a) {
   auto channels_ok = [](int64_t c) { return c == 16 || c == 32; };
   if (x.rank() != 4 || w.rank() != 4 || w[2] != 3 || w[3] != 3 || w[1] != x[1]) return false;
   if (!channels_ok(x[1]) || !channels_ok(w[0]) || a.groups != 1) return false;
@@ -508,20 +508,20 @@ bool winograd_3x3_fits(const Shape& x, const Shape& w, const Attrs& a) {
   return x[0] > 0 && x[2] + 2 * a.padding[0] >= 3 && x[3] + 2 * a.padding[1] >= 3;
 }
 
-bool winograd_3x3_pays(const Shape& x, const Attrs& a) {
+bool winograd_3x3_pays(const Shape& x, const ConvAttrs& a) {
   constexpr int64_t kMinOutputPixels = 2048;
   if (x.rank() != 4) return false;
   const int64_t oh = x[2] + 2 * a.padding[0] - 2, ow = x[3] + 2 * a.padding[1] - 2;
   return x[0] * oh * ow >= kMinOutputPixels;
 }
 
-bool winograd_3x3_chosen(const Shape& x, const Attrs& a) {
+bool winograd_3x3_chosen(const Shape& x, const ConvAttrs& a) {
   const std::string& algorithm = get_context().conv_algorithm;
   if (algorithm == "direct") return false;
   return algorithm == "winograd" || winograd_3x3_pays(x, a);
 }
 
-bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
+bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const ConvAttrs& a,
                           const Tensor& y, bool y_blocked) {
   auto laid_out = [](const Tensor& t, bool blocked) {
     return blocked ? dense_nchw16c(t) : is_dense_channels_last(t);
@@ -535,7 +535,7 @@ namespace {
 
 // The kernels' geometry, after checking that their rule holds and the extents agree.
 Geometry checked_geometry(const char* kernel, const Tensor& x, bool x_blocked, const Shape& w_shape,
-                          const Attrs& a, const Tensor& y, bool y_blocked) {
+                          const ConvAttrs& a, const Tensor& y, bool y_blocked) {
   if (!can_run_winograd_3x3(x, x_blocked, w_shape, a, y, y_blocked)) {
     throw Error(std::string(kernel) + ": input " + describe(x) + ", weight " + w_shape.str() +
                 " and output " + describe(y) + " are outside this kernel's rule");
@@ -570,7 +570,7 @@ void with_channels(int64_t c, int64_t o, F f) {
 }  // namespace
 
 void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
-                          const Attrs& a, Tensor& y, bool y_blocked, const BnReluInput* bn) {
+                          const ConvAttrs& a, Tensor& y, bool y_blocked, const BnReluInput* bn) {
   const Geometry g =
       checked_geometry("winograd_3x3_forward", x, x_blocked, w.shape(), a, y, y_blocked);
   if (!w.is_contiguous() || w.dtype() != DType::f32 ||
@@ -592,7 +592,7 @@ void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, cons
 }
 
 void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tensor& x,
-                                   bool x_blocked, const Attrs& a, Tensor& dw,
+                                   bool x_blocked, const ConvAttrs& a, Tensor& dw,
                                    const BnReluInput* bn) {
   const Geometry g = checked_geometry("winograd_3x3_backward_weights", x, x_blocked, dw.shape(), a,
                                       dy, dy_blocked);
@@ -619,24 +619,25 @@ void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tens
 
 #else  // no AVX-512
 
-bool winograd_3x3_fits(const Shape&, const Shape&, const Attrs&) {
+bool winograd_3x3_fits(const Shape&, const Shape&, const ConvAttrs&) {
   return false;
 }
-bool winograd_3x3_pays(const Shape&, const Attrs&) {
+bool winograd_3x3_pays(const Shape&, const ConvAttrs&) {
   return false;
 }
-bool winograd_3x3_chosen(const Shape&, const Attrs&) {
+bool winograd_3x3_chosen(const Shape&, const ConvAttrs&) {
   return false;
 }
-bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const Attrs&, const Tensor&, bool) {
+bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const ConvAttrs&, const Tensor&,
+                          bool) {
   return false;
 }
-void winograd_3x3_forward(const Tensor&, bool, const Tensor&, const Tensor*, const Attrs&, Tensor&,
-                          bool, const BnReluInput*) {
+void winograd_3x3_forward(const Tensor&, bool, const Tensor&, const Tensor*, const ConvAttrs&,
+                          Tensor&, bool, const BnReluInput*) {
   throw Error("winograd_3x3_forward: built without AVX-512");
 }
-void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, const Attrs&, Tensor&,
-                                   const BnReluInput*) {
+void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, const ConvAttrs&,
+                                   Tensor&, const BnReluInput*) {
   throw Error("winograd_3x3_backward_weights: built without AVX-512");
 }
 

@@ -23,24 +23,24 @@ namespace kiln::ops {
 
 // The shape rule: x [N, C, H, W] and w [O, C, 3, 3] with C and O each 16 or 32, groups 1, stride
 // 1, dilation 1, padding 0..2 in each dim, a non-empty output; false in a build without AVX-512.
-bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape, const Attrs& a);
+bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape, const ConvAttrs& a);
 
 // Whether the ops (and graph mode's fusion) use the kernel for a convolution the kernel fits:
 // from 2,048 output pixels (N·OH·OW) on. Below that its fixed costs (the weights' transform, a
 // parallel region, partly filled tile products) make it slower than oneDNN's direct kernel:
 // batch 1 at 28x28 with 16 channels 0.017 against 0.012 ms, at 14x14 with 32 channels 0.051
 // against 0.011; batch 3 at 28x28 0.028 against 0.038, 12 at 14x14 0.095 against 0.111.
-bool winograd_3x3_pays(const Shape& x_shape, const Attrs& a);
+bool winograd_3x3_pays(const Shape& x_shape, const ConvAttrs& a);
 
 // Whether the ops (and graph mode's passes and kernels) run a convolution the kernel fits with it,
 // as Context::conv_algorithm says: "auto" where winograd_3x3_pays, "winograd" always, "direct"
 // never.
-bool winograd_3x3_chosen(const Shape& x_shape, const Attrs& a);
+bool winograd_3x3_chosen(const Shape& x_shape, const ConvAttrs& a);
 
 // The rule for tensors: winograd_3x3_fits, f32, and x and y each dense channels-last or, where
 // `x_blocked` / `y_blocked` says so, in oneDNN's nChw16c (graph mode's blocked layout; only
 // data() is read, see batch_norm_rows.h for the element order).
-bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const Attrs& a,
+bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const ConvAttrs& a,
                           const Tensor& y, bool y_blocked);
 
 // A batch norm + relu applied to a convolution's input as it is read: the convolution sees
@@ -59,7 +59,7 @@ struct BnReluInput {
 // null. The padding comes from a.
 // With `bn`, x is read through it.
 void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
-                          const Attrs& a, Tensor& y, bool y_blocked,
+                          const ConvAttrs& a, Tensor& y, bool y_blocked,
                           const BnReluInput* bn = nullptr);
 
 // dw = the weight gradient of y = conv(x, w) given dy = dL/dy, under
@@ -67,7 +67,7 @@ void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, cons
 // Each thread sums a fixed share of the tiles, so the result depends on the thread count only.
 // With `bn`, x is read through it.
 void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tensor& x,
-                                   bool x_blocked, const Attrs& a, Tensor& dw,
+                                   bool x_blocked, const ConvAttrs& a, Tensor& dw,
                                    const BnReluInput* bn = nullptr);
 
 }  // namespace kiln::ops

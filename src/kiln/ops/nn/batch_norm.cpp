@@ -37,7 +37,8 @@ int64_t channels(std::string_view op, const TensorMeta& x, std::span<const Tenso
   return x.shape[1];
 }
 
-std::vector<TensorMeta> bn_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> bn_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const BatchNormAttrs& a = attrs.as<BatchNormAttrs>();
   int64_t c = channels(kBatchNorm, in[0], in);
   const char* names[] = {"", "gamma", "beta", "running_mean", "running_var"};
   for (int i = 1; i < 5; ++i) check_vector(kBatchNorm, in[size_t(i)], c, names[i], in);
@@ -72,14 +73,15 @@ float* f32_data(const Tensor& t, std::string_view op, const char* what) {
   return t.data<float>();
 }
 
-void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const BatchNormAttrs& a = attrs.as<BatchNormAttrs>();
   Tensor& y = out[0];
   Tensor x = same_layout(in[0], y);
   Tensor gamma = nn::row_major(in[1]), beta = nn::row_major(in[2]);
   float* rm = f32_data(in[3], kBatchNorm, "running_mean");
   float* rv = f32_data(in[4], kBatchNorm, "running_var");
-  // Graph mode may hand x and y over in oneDNN's blocked layout (Attrs::nchw16c): only the rows
-  // kernels read it.
+  // Graph mode may hand x and y over in oneDNN's blocked layout (BatchNormAttrs::nchw16c): only the
+  // rows kernels read it.
   const bool blocked = a.nchw16c != 0;
   if (blocked || can_run_batch_norm_rows(x, {&y})) {
     batch_norm_rows_forward(x, gamma, beta, in[3], in[4], nullptr,
@@ -143,9 +145,8 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
 }
 
 std::vector<Tensor> bn_grad(const GradCtx& c) {
-  Attrs a;
-  a.training = c.attrs.training;
-  a.eps = c.attrs.eps;
+  const BatchNormAttrs& bn = c.attrs.as<BatchNormAttrs>();
+  Attrs a = BatchNormAttrs{.training = bn.training, .eps = bn.eps};
   std::vector<Tensor> g =
       call(OpKind::batch_norm_grad,
            {c.grad_outputs[0], c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]}, a);
@@ -164,7 +165,8 @@ std::vector<TensorMeta> bn_grad_infer(std::span<const TensorMeta> in, const Attr
   return {in[1], stat, stat};
 }
 
-void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const BatchNormAttrs& a = attrs.as<BatchNormAttrs>();
   Tensor& dx = out[0];
   Tensor x = same_layout(in[1], dx);
   Tensor dy = same_layout(in[0], dx);
@@ -214,6 +216,7 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
 
 const OpDef op_def_batch_norm = {
     .name = kBatchNorm,
+    .attrs = attrs_kind<BatchNormAttrs>,
     .num_inputs = 5,  // x, gamma, beta, running_mean, running_var
     .num_outputs = 3,
     .infer = bn_infer,
@@ -229,6 +232,7 @@ const OpDef op_def_batch_norm = {
 
 const OpDef op_def_batch_norm_grad = {
     .name = kBatchNormGrad,
+    .attrs = attrs_kind<BatchNormAttrs>,
     .num_inputs = 5,
     .num_outputs = 3,
     .infer = bn_grad_infer,
@@ -242,10 +246,7 @@ const OpDef op_def_batch_norm_grad = {
 std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                const Tensor& running_mean, const Tensor& running_var, bool training,
                                double momentum, double eps) {
-  Attrs a;
-  a.training = training;
-  a.momentum = momentum;
-  a.eps = eps;
+  Attrs a = BatchNormAttrs{.training = training, .momentum = momentum, .eps = eps};
   return call(OpKind::batch_norm, {x, gamma, beta, running_mean, running_var}, a);
 }
 

@@ -30,7 +30,7 @@ struct ConvGeom {
 };
 
 // Validates x_shape/w_shape/attrs for op `op` and returns the geometry.
-ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& w, const Attrs& a,
+ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& w, const ConvAttrs& a,
                    std::span<const TensorMeta> in) {
   if (x.rank() != 4) throw_shape_error(op, "input must be [N, C, H, W], got " + x.str(), in);
   if (w.rank() != 4)
@@ -86,7 +86,7 @@ dnnl::memory::desc weights_desc(const ConvGeom& g, DType dtype, bool any) {
 struct WindowArgs {
   dims strides, dilates, padding;
 };
-WindowArgs window_args(const Attrs& a) {
+WindowArgs window_args(const ConvAttrs& a) {
   return {{a.stride[0], a.stride[1]},
           {a.dilation[0] - 1, a.dilation[1] - 1},  // oneDNN counts dilation from 0
           {a.padding[0], a.padding[1]}};
@@ -98,7 +98,7 @@ int64_t conv_algorithm_setting() {
   return algorithm == "direct" ? 1 : algorithm == "winograd" ? 2 : 0;
 }
 
-void add_conv_key(PrimitiveKey& key, const ConvGeom& g, const Attrs& a) {
+void add_conv_key(PrimitiveKey& key, const ConvGeom& g, const ConvAttrs& a) {
   key.add(g.groups).add(int64_t(a.nchw16c)).add(conv_algorithm_setting());
   for (int i = 0; i < 2; ++i) key.add(a.stride[i]).add(a.padding[i]).add(a.dilation[i]);
 }
@@ -106,8 +106,8 @@ void add_conv_key(PrimitiveKey& key, const ConvGeom& g, const Attrs& a) {
 dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::memory::desc& src,
                                                      const dnnl::memory::desc& wei,
                                                      const dnnl::memory::desc* bias,
-                                                     const dnnl::memory::desc& dst, const Attrs& a,
-                                                     dnnl::algorithm alg) {
+                                                     const dnnl::memory::desc& dst,
+                                                     const ConvAttrs& a, dnnl::algorithm alg) {
   WindowArgs w = window_args(a);
   auto desc =
       bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei,
@@ -130,14 +130,14 @@ struct ConvAlgorithm {
   dnnl::memory::desc src, dst;  // activations as the primitive reads/writes them
 };
 
-// Graph mode can keep activations in the blocked layout between ops (Attrs::nchw16c, see
+// Graph mode can keep activations in the blocked layout between ops (ConvAttrs::nchw16c, see
 // graph/passes/block_layout.cpp). Such a convolution runs every activation blocked (one that
 // arrives channels-last is staged), and without reorders around it Winograd pays off from 32
 // channels: 32->32 at 14x14, batch 128, activations already blocked, cold cache, ms —
 // direct channels-last 1.32/1.43/1.34 (forward/backward-data/backward-weights), direct blocked
 // 1.22/1.30/1.29, Winograd blocked 1.22/1.21/1.18; 64->64 at 7x7: 1.32/1.44/1.36 channels-last,
 // 0.92/0.91/1.02 Winograd blocked.
-bool runs_blocked(const Attrs& a) {
+bool runs_blocked(const ConvAttrs& a) {
   return a.nchw16c != 0;
 }
 
@@ -148,7 +148,7 @@ dnnl::memory::desc blocked_desc(const dnnl::memory::desc& md) {
 // How activation `t` is laid out in memory: channels-last as its strides say, or blocked where
 // graph mode says so. In a blocked convolution a channels-last tensor of 16 channels is
 // described as blocked too: with one block of 16 the two layouts are the same bytes.
-dnnl::memory::desc activation_desc(const Tensor& t, bool is_blocked, const Attrs& a,
+dnnl::memory::desc activation_desc(const Tensor& t, bool is_blocked, const ConvAttrs& a,
                                    std::string_view op) {
   dnnl::memory::desc md = desc_of(t, op);
   if (is_blocked || (runs_blocked(a) && t.dim(1) == 16 && t.is_channels_last())) {
@@ -157,7 +157,7 @@ dnnl::memory::desc activation_desc(const Tensor& t, bool is_blocked, const Attrs
   return md;
 }
 
-ConvAlgorithm choose_algorithm(const ConvGeom& g, const Attrs& a, DType dtype,
+ConvAlgorithm choose_algorithm(const ConvGeom& g, const ConvAttrs& a, DType dtype,
                                const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
                                const dnnl::memory::desc* bias, const dnnl::memory::desc& dst) {
   if (runs_blocked(a)) {
@@ -286,7 +286,8 @@ void run_conv(ConvPrim& p, std::initializer_list<std::pair<int, void*>> activati
 
 // ---------------------------------------------------------------------------------- forward
 
-std::vector<TensorMeta> conv_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> conv_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   if (in.size() != 2 && in.size() != 3) {
     throw_shape_error(kConv,
                       detail::concat("expects 2 or 3 inputs (x, w[, bias]), got ", in.size()), in);
@@ -307,7 +308,8 @@ std::vector<TensorMeta> conv_infer(std::span<const TensorMeta> in, const Attrs& 
   return {{out_shape(g), in[0].dtype, Layout::channels_last}};
 }
 
-void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   Tensor x = to_channels_last(in[0]);
   Tensor w = nn::row_major(in[1]);
   bool has_bias = in.size() == 3;
@@ -359,13 +361,13 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   run_conv(p, {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DST, y.raw_data()}});
 }
 
-Conv2dOptions options_of(const Attrs& a) {
+Conv2dOptions options_of(const ConvAttrs& a) {
   return {.stride = a.stride, .padding = a.padding, .dilation = a.dilation, .groups = a.groups};
 }
 
 std::vector<Tensor> conv_grad(const GradCtx& c) {
   const Tensor &x = c.inputs[0], &w = c.inputs[1], &g = c.grad_outputs[0];
-  Conv2dOptions opt = options_of(c.attrs);
+  Conv2dOptions opt = options_of(c.attrs.as<ConvAttrs>());
   bool has_bias = c.inputs.size() == 3;
   std::vector<Tensor> grads(c.inputs.size());
   if (c.needs_grad[0]) grads[0] = conv2d_backward_data(g, w, c.input_metas[0].shape, opt);
@@ -385,14 +387,17 @@ double conv_flops(const ConvGeom& g) {
   return 2.0 * double(g.n * g.o * g.oh * g.ow) * double(g.c / g.groups * g.kh * g.kw);
 }
 
-Cost conv_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+Cost conv_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+               const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   ConvGeom g = conv_geom(kConv, in[0].shape, in[1].shape, a, in);
   return {conv_flops(g), nn::bytes_of(in) + nn::bytes_of(out)};
 }
 
 // ---------------------------------------------------------------------- backward, data
 
-std::vector<TensorMeta> bwd_data_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> bwd_data_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   nn::check_float(kConvBwdData, in[0], "grad", true, in);
   if (in[1].dtype != in[0].dtype)
     throw_shape_error(kConvBwdData, "weight dtype differs from grad dtype", in);
@@ -413,7 +418,7 @@ std::vector<TensorMeta> bwd_data_infer(std::span<const TensorMeta> in, const Att
 // batch 128, 2 threads, ms, backward-data vs forward on flipped weights — 16->16 at 28x28 1.60
 // vs 1.46, 32->32 at 14x14 1.57 vs 1.36. (From 64 channels both run Winograd, about even; with
 // few channels the flipped forward is 1.5-3.5x slower: LeNet's 6->16 5x5 0.19 vs 0.28 ms.)
-bool runs_as_flipped_forward(const ConvGeom& g, const Attrs& a, DType dtype) {
+bool runs_as_flipped_forward(const ConvGeom& g, const ConvAttrs& a, DType dtype) {
   return dtype == DType::f32 && !runs_blocked(a) && g.groups == 1 && g.kh == 3 && g.kw == 3 &&
          a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 && a.dilation[1] == 1 &&
          a.padding[0] <= 2 && a.padding[1] <= 2 && g.c >= 16 && g.o >= 16 && g.c < 64 && g.o < 64;
@@ -438,7 +443,8 @@ Tensor flipped_weights(const Tensor& w) {
   return f;
 }
 
-void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   Tensor dy = to_channels_last(in[0]);
   Tensor w = nn::row_major(in[1]);
   Tensor& dx = out[0];
@@ -455,7 +461,8 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     gemm_backward_data(dy, w, dx);
     return;
   }
-  Attrs flipped = a;  // dx as a forward convolution of dy (stride 1: see runs_as_flipped_forward)
+  ConvAttrs flipped =
+      a;  // dx as a forward convolution of dy (stride 1: see runs_as_flipped_forward)
   flipped.padding = {g.kh - 1 - a.padding[0], g.kw - 1 - a.padding[1]};
   if (can_run_winograd_3x3(dy, input_is_nchw16c(a, 0), Shape{g.c, g.o, g.kh, g.kw}, flipped, dx,
                            output_is_nchw16c(a, 0)) &&
@@ -465,7 +472,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     return;
   }
   if (runs_as_flipped_forward(g, a, dy.dtype()) && dx.is_channels_last()) {
-    Attrs forward;
+    ConvAttrs forward;
     forward.padding = flipped.padding;
     const Tensor args[] = {dy, flipped_weights(w)};
     conv_kernel(args, out, forward);
@@ -503,7 +510,7 @@ void bwd_data_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
 // d(dx)/d(grad) is the forward conv; d(dx)/dw pairs grad with the incoming gradient.
 std::vector<Tensor> bwd_data_grad(const GradCtx& c) {
   const Tensor &dy = c.inputs[0], &w = c.inputs[1], &gg = c.grad_outputs[0];
-  Conv2dOptions opt = options_of(c.attrs);
+  Conv2dOptions opt = options_of(c.attrs.as<ConvAttrs>());
   std::vector<Tensor> grads(2);
   if (c.needs_grad[0]) grads[0] = conv2d(gg, w, Tensor(), opt);
   if (c.needs_grad[1]) grads[1] = conv2d_backward_weights(dy, gg, w.shape(), false, opt)[0];
@@ -511,16 +518,18 @@ std::vector<Tensor> bwd_data_grad(const GradCtx& c) {
 }
 
 Cost bwd_data_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
-                   const Attrs& a) {
+                   const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   ConvGeom g = conv_geom(kConvBwdData, Shape(a.shape), in[1].shape, a, in);
   return {conv_flops(g), nn::bytes_of(in) + nn::bytes_of(out)};
 }
 
 // ------------------------------------------------------------------- backward, weights
 
-// attrs.shape is the weight shape; attrs.axes non-empty (the axes {0, 2, 3} the bias gradient
+// attrs.shape is the weight shape; attrs.bias_grad set (the bias gradient sums over {0, 2, 3})
 // sums over) asks for the bias gradient as a second output.
-std::vector<TensorMeta> bwd_weights_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> bwd_weights_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   nn::check_float(kConvBwdWeights, in[0], "grad", true, in);
   if (in[1].dtype != in[0].dtype)
     throw_shape_error(kConvBwdWeights, "input dtype differs from grad dtype", in);
@@ -533,7 +542,7 @@ std::vector<TensorMeta> bwd_weights_infer(std::span<const TensorMeta> in, const 
                       in);
   }
   std::vector<TensorMeta> out{{ws, in[0].dtype, Layout::contiguous}};
-  if (!a.axes.empty()) out.push_back({Shape{g.o}, in[0].dtype, Layout::contiguous});
+  if (a.bias_grad) out.push_back({Shape{g.o}, in[0].dtype, Layout::contiguous});
   return out;
 }
 
@@ -544,7 +553,8 @@ std::vector<TensorMeta> bwd_weights_infer(std::span<const TensorMeta> in, const 
 // (16 channels 28×28 at batch 128, 6.4 MB: 0.22 vs 0.06), hence the size limit.
 constexpr size_t kSeparateBiasSumBytes = size_t(4) << 20;
 
-void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   Tensor dy = to_channels_last(in[0]);
   Tensor x = to_channels_last(in[1]);
   Tensor& dw = out[0];
@@ -625,7 +635,7 @@ std::vector<Tensor> bwd_weights_grad(const GradCtx& c) {
   const Tensor &dy = c.inputs[0], &x = c.inputs[1];
   const Tensor& ggw = c.grad_outputs[0];
   Tensor ggb = c.grad_outputs.size() > 1 ? c.grad_outputs[1] : Tensor();
-  Conv2dOptions opt = options_of(c.attrs);
+  Conv2dOptions opt = options_of(c.attrs.as<ConvAttrs>());
   std::vector<Tensor> grads(2);
   if (c.needs_grad[0]) grads[0] = conv2d(x, ggw, ggb, opt);
   if (c.needs_grad[1]) grads[1] = conv2d_backward_data(dy, ggw, x.shape(), opt);
@@ -633,24 +643,22 @@ std::vector<Tensor> bwd_weights_grad(const GradCtx& c) {
 }
 
 Cost bwd_weights_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
-                      const Attrs& a) {
+                      const Attrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
   ConvGeom g = conv_geom(kConvBwdWeights, in[1].shape, Shape(a.shape), a, in);
   return {conv_flops(g), nn::bytes_of(in) + nn::bytes_of(out)};
 }
 
 Attrs conv_attrs(const Conv2dOptions& opt) {
-  Attrs a;
-  a.stride = opt.stride;
-  a.padding = opt.padding;
-  a.dilation = opt.dilation;
-  a.groups = opt.groups;
-  return a;
+  return ConvAttrs{
+      .stride = opt.stride, .padding = opt.padding, .dilation = opt.dilation, .groups = opt.groups};
 }
 
 }  // namespace
 
 const OpDef op_def_conv2d = {
     .name = kConv,
+    .attrs = attrs_kind<ConvAttrs>,
     .num_inputs = -1,  // x, w and an optional bias
     .infer = conv_infer,
     .kernel = conv_kernel,
@@ -663,6 +671,7 @@ const OpDef op_def_conv2d = {
 
 const OpDef op_def_conv2d_backward_data = {
     .name = kConvBwdData,
+    .attrs = attrs_kind<ConvAttrs>,
     .num_inputs = 2,
     .infer = bwd_data_infer,
     .kernel = bwd_data_kernel,
@@ -675,8 +684,9 @@ const OpDef op_def_conv2d_backward_data = {
 
 const OpDef op_def_conv2d_backward_weights = {
     .name = kConvBwdWeights,
+    .attrs = attrs_kind<ConvAttrs>,
     .num_inputs = 2,
-    .num_outputs = 2,  // {grad_w, grad_bias}; only grad_w when attrs.axes is empty
+    .num_outputs = 2,  // {grad_w, grad_bias}; only grad_w without attrs.bias_grad
     .infer = bwd_weights_infer,
     .kernel = bwd_weights_kernel,
     .grad = bwd_weights_grad,
@@ -695,7 +705,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& w, const Shape& x_shape,
                             const Conv2dOptions& opt) {
   Attrs a = conv_attrs(opt);
-  a.shape = x_shape.dims();
+  a.as<ConvAttrs>().shape = x_shape.dims();
   return call_one_output(OpKind::conv2d_backward_data, {grad, w}, a);
 }
 
@@ -703,8 +713,8 @@ std::vector<Tensor> conv2d_backward_weights(const Tensor& grad, const Tensor& x,
                                             const Shape& w_shape, bool has_bias,
                                             const Conv2dOptions& opt) {
   Attrs a = conv_attrs(opt);
-  a.shape = w_shape.dims();
-  if (has_bias) a.axes = {0, 2, 3};
+  a.as<ConvAttrs>().shape = w_shape.dims();
+  a.as<ConvAttrs>().bias_grad = has_bias;
   std::vector<Tensor> out = call(OpKind::conv2d_backward_weights, {grad, x}, a);
   out.resize(2);
   return out;

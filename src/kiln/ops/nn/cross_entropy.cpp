@@ -14,7 +14,7 @@ constexpr char kCrossEntropy[] = "softmax_cross_entropy",
 
 // Checks logits [N, C] and labels [N] for op `op`.
 void check_logits_labels(std::string_view op, const TensorMeta& logits, const TensorMeta& labels,
-                         const Attrs& a, std::span<const TensorMeta> in) {
+                         const CrossEntropyAttrs& a, std::span<const TensorMeta> in) {
   if (logits.shape.rank() != 2)
     throw_shape_error(op, "logits must be [N, C], got " + logits.shape.str(), in);
   nn::check_float(op, logits, "logits", true, in);
@@ -37,11 +37,12 @@ void check_logits_labels(std::string_view op, const TensorMeta& logits, const Te
   }
 }
 
-Shape loss_shape(int64_t n, const Attrs& a) {
+Shape loss_shape(int64_t n, const CrossEntropyAttrs& a) {
   return a.reduction == 2 ? Shape{n} : Shape{};
 }
 
-std::vector<TensorMeta> ce_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> ce_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const CrossEntropyAttrs& a = attrs.as<CrossEntropyAttrs>();
   check_logits_labels(kCrossEntropy, in[0], in[1], a, in);
   return {{loss_shape(in[0].shape[0], a), in[0].dtype, Layout::contiguous}};
 }
@@ -70,7 +71,8 @@ void row_logsumexp(const float* x, int64_t n, int64_t c, double* lse) {
   }
 }
 
-void ce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void ce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const CrossEntropyAttrs& a = attrs.as<CrossEntropyAttrs>();
   Tensor x = nn::as_f32_row_major(in[0]);
   int64_t n = x.dim(0), c = x.dim(1);
   std::vector<int64_t> labels = labels_of(kCrossEntropy, in[1], c);
@@ -94,7 +96,8 @@ void ce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
   out[0].copy_from(result);
 }
 
-std::vector<TensorMeta> ce_grad_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> ce_grad_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const CrossEntropyAttrs& a = attrs.as<CrossEntropyAttrs>();
   check_logits_labels(kCrossEntropyGrad, in[1], in[2], a, in);
   if (in[0].shape != loss_shape(in[1].shape[0], a)) {
     throw_shape_error(kCrossEntropyGrad,
@@ -106,7 +109,8 @@ std::vector<TensorMeta> ce_grad_infer(std::span<const TensorMeta> in, const Attr
 }
 
 // d loss_i / d logits_ij = softmax_ij - [j == label_i], times the gradient reaching loss_i.
-void ce_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void ce_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const CrossEntropyAttrs& a = attrs.as<CrossEntropyAttrs>();
   Tensor g = nn::as_f32_row_major(in[0]);
   Tensor x = nn::as_f32_row_major(in[1]);
   int64_t n = x.dim(0), c = x.dim(1);
@@ -136,6 +140,7 @@ Cost ce_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, co
 
 const OpDef op_def_softmax_cross_entropy = {
     .name = kCrossEntropy,
+    .attrs = attrs_kind<CrossEntropyAttrs>,
     .num_inputs = 2,
     .infer = ce_infer,
     .kernel = ce_kernel,
@@ -152,6 +157,7 @@ const OpDef op_def_softmax_cross_entropy = {
 
 const OpDef op_def_softmax_cross_entropy_grad = {
     .name = kCrossEntropyGrad,
+    .attrs = attrs_kind<CrossEntropyAttrs>,
     .num_inputs = 3,
     .infer = ce_grad_infer,
     .kernel = ce_grad_kernel,
@@ -162,8 +168,7 @@ const OpDef op_def_softmax_cross_entropy_grad = {
 };
 
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t reduction) {
-  Attrs a;
-  a.reduction = reduction;
+  Attrs a = CrossEntropyAttrs{.reduction = reduction};
   return call_one_output(OpKind::softmax_cross_entropy, {logits, labels}, a);
 }
 

@@ -16,10 +16,11 @@ inline uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
   return z ^ (z >> 31);
 }
 
-std::vector<TensorMeta> dropout_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> dropout_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const DropoutAttrs& a = attrs.as<DropoutAttrs>();
   nn::check_float(kDropout, in[0], "input", true, in);
-  if (!(a.scalar >= 0.0 && a.scalar <= 1.0)) {
-    throw_shape_error(kDropout, detail::concat("p must be in [0, 1], got ", a.scalar), in);
+  if (!(a.p >= 0.0 && a.p <= 1.0)) {
+    throw_shape_error(kDropout, detail::concat("p must be in [0, 1], got ", a.p), in);
   }
   return {in[0], in[0]};
 }
@@ -44,16 +45,17 @@ void dropout_loop(const T* x, T* y, T* mask, int64_t n, double p, uint64_t seed,
   }
 }
 
-void dropout_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void dropout_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const DropoutAttrs& a = attrs.as<DropoutAttrs>();
   Tensor x = nn::plain(in[0]);
   if (x.strides() != out[0].strides()) x = x.contiguous();
-  bool training = a.training && a.scalar > 0.0;
+  bool training = a.training && a.p > 0.0;
   if (x.dtype() == DType::f32) {
-    dropout_loop(x.data<float>(), out[0].data<float>(), out[1].data<float>(), x.numel(), a.scalar,
+    dropout_loop(x.data<float>(), out[0].data<float>(), out[1].data<float>(), x.numel(), a.p,
                  uint64_t(a.seed), training);
   } else {
-    dropout_loop(x.data<bf16_t>(), out[0].data<bf16_t>(), out[1].data<bf16_t>(), x.numel(),
-                 a.scalar, uint64_t(a.seed), training);
+    dropout_loop(x.data<bf16_t>(), out[0].data<bf16_t>(), out[1].data<bf16_t>(), x.numel(), a.p,
+                 uint64_t(a.seed), training);
   }
 }
 
@@ -65,6 +67,7 @@ Cost dropout_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> ou
 
 const OpDef op_def_dropout = {
     .name = kDropout,
+    .attrs = attrs_kind<DropoutAttrs>,
     .num_outputs = 2,  // {y, mask}
     .infer = dropout_infer,
     .kernel = dropout_kernel,
@@ -78,10 +81,9 @@ const OpDef op_def_dropout = {
 };
 
 std::vector<Tensor> dropout(const Tensor& x, double p, bool training) {
-  Attrs a;
-  a.scalar = p;
-  a.training = training;
-  a.seed = training ? int64_t(default_generator().next_u64() >> 1) : 0;
+  Attrs a = DropoutAttrs{.p = p,
+                         .seed = training ? int64_t(default_generator().next_u64() >> 1) : 0,
+                         .training = training};
   return call(OpKind::dropout, {x}, a);
 }
 

@@ -51,7 +51,8 @@ void embedding_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
 }
 
 // attrs.num_classes is the table's row count.
-std::vector<TensorMeta> embedding_grad_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> embedding_grad_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const EmbeddingGradAttrs& a = attrs.as<EmbeddingGradAttrs>();
   nn::check_float(kEmbeddingGrad, in[0], "grad", true, in);
   check_indices(kEmbeddingGrad, in[1], in);
   const Shape& g = in[0].shape;
@@ -59,15 +60,15 @@ std::vector<TensorMeta> embedding_grad_infer(std::span<const TensorMeta> in, con
       !std::equal(in[1].shape.begin(), in[1].shape.end(), g.begin())) {
     throw_shape_error(kEmbeddingGrad, "grad must be indices.shape + [D]", in);
   }
-  if (a.num_classes < 1)
-    throw_shape_error(kEmbeddingGrad, "num_classes (table rows) must be >= 1", in);
-  return {{Shape{a.num_classes, g[g.rank() - 1]}, in[0].dtype, Layout::contiguous}};
+  if (a.num_rows < 1) throw_shape_error(kEmbeddingGrad, "num_rows (table rows) must be >= 1", in);
+  return {{Shape{a.num_rows, g[g.rank() - 1]}, in[0].dtype, Layout::contiguous}};
 }
 
-void embedding_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void embedding_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const EmbeddingGradAttrs& a = attrs.as<EmbeddingGradAttrs>();
   Tensor g = nn::as_f32_row_major(in[0]);
   int64_t d = out[0].dim(1);
-  std::vector<int64_t> idx = indices_of(kEmbeddingGrad, in[1], a.num_classes);
+  std::vector<int64_t> idx = indices_of(kEmbeddingGrad, in[1], a.num_rows);
   Tensor acc = out[0].dtype() == DType::f32 ? out[0] : Tensor::empty(out[0].shape(), DType::f32);
   float* pa = acc.data<float>();
   std::memset(pa, 0, size_t(acc.numel()) * sizeof(float));
@@ -98,8 +99,7 @@ const OpDef op_def_embedding = {
     .infer = embedding_infer,
     .kernel = embedding_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      Attrs a;
-      a.num_classes = c.input_metas[0].shape[0];
+      Attrs a = EmbeddingGradAttrs{.num_rows = c.input_metas[0].shape[0]};
       return {call_one_output(OpKind::embedding_grad, {c.grad_outputs[0], c.inputs[1]}, a),
               Tensor()};
     },
@@ -111,6 +111,7 @@ const OpDef op_def_embedding = {
 
 const OpDef op_def_embedding_grad = {
     .name = kEmbeddingGrad,
+    .attrs = attrs_kind<EmbeddingGradAttrs>,
     .num_inputs = 2,
     .infer = embedding_grad_infer,
     .kernel = embedding_grad_kernel,

@@ -25,7 +25,8 @@ Shape stat_shape(std::string_view op, const TensorMeta& x, const TensorMeta& gam
   return Shape(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + (r - k)));
 }
 
-std::vector<TensorMeta> ln_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> ln_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const LayerNormAttrs& a = attrs.as<LayerNormAttrs>();
   Shape s = stat_shape(kLayerNorm, in[0], in[1], in);
   if (in[2].shape != in[1].shape || in[2].dtype != DType::f32) {
     throw_shape_error(kLayerNorm, "beta must be f32 with gamma's shape", in);
@@ -58,7 +59,8 @@ dnnl::memory::desc data_desc(Rows r, DType dtype) {
   return dnnl::memory::desc({r.m, r.d}, data_type(dtype, kLayerNorm), tag::ab);
 }
 
-void ln_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void ln_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const LayerNormAttrs& a = attrs.as<LayerNormAttrs>();
   Tensor x = nn::row_major(in[0]);
   Tensor gamma = nn::row_major(in[1]), beta = nn::row_major(in[2]);
   Rows rows = rows_of(x, gamma);
@@ -105,7 +107,8 @@ std::vector<TensorMeta> ln_grad_infer(std::span<const TensorMeta> in, const Attr
   return {{in[1].shape, in[1].dtype, Layout::contiguous}, param, param};
 }
 
-void ln_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void ln_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const LayerNormAttrs& a = attrs.as<LayerNormAttrs>();
   Tensor dy = nn::row_major(in[0]), x = nn::row_major(in[1]), gamma = nn::row_major(in[2]);
   Tensor mean = nn::row_major(in[3]), inv_std = nn::row_major(in[4]);
   Rows rows = rows_of(x, gamma);
@@ -147,13 +150,13 @@ void ln_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
 
 const OpDef op_def_layer_norm = {
     .name = kLayerNorm,
+    .attrs = attrs_kind<LayerNormAttrs>,
     .num_inputs = 3,
     .num_outputs = 3,
     .infer = ln_infer,
     .kernel = ln_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      Attrs a;
-      a.eps = c.attrs.eps;
+      const Attrs& a = c.attrs;
       std::vector<Tensor> g =
           call(OpKind::layer_norm_grad,
                {c.grad_outputs[0], c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]}, a);
@@ -168,6 +171,7 @@ const OpDef op_def_layer_norm = {
 
 const OpDef op_def_layer_norm_grad = {
     .name = kLayerNormGrad,
+    .attrs = attrs_kind<LayerNormAttrs>,
     .num_inputs = 5,
     .num_outputs = 3,
     .infer = ln_grad_infer,
@@ -180,8 +184,7 @@ const OpDef op_def_layer_norm_grad = {
 
 std::vector<Tensor> layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                double eps) {
-  Attrs a;
-  a.eps = eps;
+  Attrs a = LayerNormAttrs{.eps = eps};
   return call(OpKind::layer_norm, {x, gamma, beta}, a);
 }
 

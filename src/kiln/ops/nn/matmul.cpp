@@ -15,7 +15,7 @@ struct MatmulDims {
   int64_t m, k, n;
 };
 
-MatmulDims matmul_dims(std::span<const TensorMeta> in, const Attrs& attrs) {
+MatmulDims matmul_dims(std::span<const TensorMeta> in, const MatmulAttrs& attrs) {
   const TensorMeta &a = in[0], &b = in[1];
   if (a.shape.rank() < 2 || b.shape.rank() < 2) {
     throw_shape_error(kMatmul, "both operands need rank >= 2", in);
@@ -46,7 +46,7 @@ MatmulDims matmul_dims(std::span<const TensorMeta> in, const Attrs& attrs) {
 }
 
 std::vector<TensorMeta> matmul_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
-  MatmulDims d = matmul_dims(in, attrs);
+  MatmulDims d = matmul_dims(in, attrs.as<MatmulAttrs>());
   std::vector<int64_t> out = d.batch.dims();
   out.push_back(d.m);
   out.push_back(d.n);
@@ -92,7 +92,8 @@ bool matmul_ready(const Tensor& t) {
   return true;
 }
 
-void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a_) {
+  const MatmulAttrs& attrs = a_.as<MatmulAttrs>();
   Tensor a = matmul_ready(in[0]) ? in[0] : in[0].contiguous();
   Tensor b = matmul_ready(in[1]) ? in[1] : in[1].contiguous();
   Tensor& y = out[0];
@@ -122,7 +123,8 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attr
 
 std::vector<Tensor> matmul_grad(const GradCtx& c) {
   const Tensor &a = c.inputs[0], &b = c.inputs[1], &g = c.grad_outputs[0];
-  bool ta = c.attrs.transpose_a, tb = c.attrs.transpose_b;
+  const MatmulAttrs& ma = c.attrs.as<MatmulAttrs>();
+  bool ta = ma.transpose_a, tb = ma.transpose_b;
   std::vector<Tensor> grads(2);
   // With op(X) = X or Xᵀ: d op(A) = g·op(B)ᵀ and d op(B) = op(A)ᵀ·g; transposing back to the
   // stored orientation only flips which operand goes first and the transpose flags.
@@ -139,7 +141,7 @@ std::vector<Tensor> matmul_grad(const GradCtx& c) {
 
 Cost matmul_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                  const Attrs& attrs) {
-  MatmulDims d = matmul_dims(in, attrs);
+  MatmulDims d = matmul_dims(in, attrs.as<MatmulAttrs>());
   double flops = 2.0 * double(d.batch.numel()) * double(d.m) * double(d.n) * double(d.k);
   return {flops, nn::bytes_of(in) + nn::bytes_of(out)};
 }
@@ -148,6 +150,7 @@ Cost matmul_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out
 
 const OpDef op_def_matmul = {
     .name = kMatmul,
+    .attrs = attrs_kind<MatmulAttrs>,
     .num_inputs = 2,
     .infer = matmul_infer,
     .kernel = matmul_kernel,
@@ -159,10 +162,8 @@ const OpDef op_def_matmul = {
 };
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
-  Attrs attrs;
-  attrs.transpose_a = transpose_a;
-  attrs.transpose_b = transpose_b;
-  return call_one_output(OpKind::matmul, {a, b}, attrs);
+  return call_one_output(OpKind::matmul, {a, b},
+                         MatmulAttrs{.transpose_a = transpose_a, .transpose_b = transpose_b});
 }
 
 }  // namespace kiln::ops

@@ -19,7 +19,7 @@ using nn::throw_shape_error;
 constexpr char kMaxPool[] = "max_pool2d", kMaxPoolGrad[] = "max_pool2d_grad",
                kAvgPool[] = "avg_pool2d", kAvgPoolGrad[] = "avg_pool2d_grad";
 
-Shape pooled_shape(std::string_view op, const Shape& x, const Attrs& a,
+Shape pooled_shape(std::string_view op, const Shape& x, const PoolAttrs& a,
                    std::span<const TensorMeta> in) {
   if (x.rank() != 4) throw_shape_error(op, "input must be [N, C, H, W], got " + x.str(), in);
   for (int i = 0; i < 2; ++i) {
@@ -44,7 +44,8 @@ Shape pooled_shape(std::string_view op, const Shape& x, const Attrs& a,
 }
 
 template <const char* Name>
-std::vector<TensorMeta> pool_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> pool_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const PoolAttrs& a = attrs.as<PoolAttrs>();
   nn::check_float(Name, in[0], "input", true, in);
   return {{pooled_shape(Name, in[0].shape, a, in), in[0].dtype, in[0].layout}};
 }
@@ -55,7 +56,8 @@ dnnl::algorithm algorithm_of(bool max) {
 
 dnnl::pooling_forward::primitive_desc forward_pd(bool max, bool training,
                                                  const dnnl::memory::desc& src,
-                                                 const dnnl::memory::desc& dst, const Attrs& a) {
+                                                 const dnnl::memory::desc& dst,
+                                                 const PoolAttrs& a) {
   dims strides{a.stride[0], a.stride[1]}, kernel{a.kernel[0], a.kernel[1]},
       pad{a.padding[0], a.padding[1]};
   auto prop = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
@@ -64,7 +66,7 @@ dnnl::pooling_forward::primitive_desc forward_pd(bool max, bool training,
       scratchpad_attr(), engine());
 }
 
-void add_window_key(PrimitiveKey& key, const Attrs& a) {
+void add_window_key(PrimitiveKey& key, const PoolAttrs& a) {
   for (int i = 0; i < 2; ++i) key.add(a.kernel[i]).add(a.stride[i]).add(a.padding[i]);
 }
 
@@ -76,7 +78,8 @@ Tensor in_layout_of(const Tensor& t, const Tensor& like) {
 }
 
 template <bool Max>
-void pool_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void pool_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const PoolAttrs& a = attrs.as<PoolAttrs>();
   const char* name = Max ? kMaxPool : kAvgPool;
   Tensor& y = out[0];
   Tensor x = nn::plain(in[0]);  // y was given x's layout by pool_infer
@@ -101,7 +104,8 @@ void pool_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
 // ------------------------------------------------------------------------------ backward
 
 // max_pool2d_grad(grad, x) -> dx in x's layout.
-std::vector<TensorMeta> max_grad_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> max_grad_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const PoolAttrs& a = attrs.as<PoolAttrs>();
   nn::check_float(kMaxPoolGrad, in[0], "grad", true, in);
   if (in[1].dtype != in[0].dtype)
     throw_shape_error(kMaxPoolGrad, "grad and input dtypes differ", in);
@@ -113,7 +117,8 @@ std::vector<TensorMeta> max_grad_infer(std::span<const TensorMeta> in, const Att
 }
 
 // avg_pool2d_grad(grad) with attrs.shape = the input shape -> dx in grad's layout.
-std::vector<TensorMeta> avg_grad_infer(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> avg_grad_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const PoolAttrs& a = attrs.as<PoolAttrs>();
   nn::check_float(kAvgPoolGrad, in[0], "grad", true, in);
   Shape xs(a.shape);
   Shape ys = pooled_shape(kAvgPoolGrad, xs, a, in);
@@ -133,7 +138,8 @@ struct PoolBwdPrim {
 };
 
 template <bool Max>
-void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const PoolAttrs& a = attrs.as<PoolAttrs>();
   const char* name = Max ? kMaxPoolGrad : kAvgPoolGrad;
   Tensor& dx = out[0];
   Tensor x = Max ? in_layout_of(nn::plain(in[1]), dx) : Tensor();
@@ -199,24 +205,23 @@ void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
 }
 
 template <int Passes>
-Cost pool_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+Cost pool_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+               const Attrs& attrs) {
+  const PoolAttrs& a = attrs.as<PoolAttrs>();
   double window = double(a.kernel[0] * a.kernel[1]);
   double pooled = double(std::min(in[0].shape.numel(), out[0].shape.numel()));
   return {Passes * pooled * window, Passes * (nn::bytes_of(in) + nn::bytes_of(out))};
 }
 
 Attrs pool_attrs(const Pool2dOptions& opt) {
-  Attrs a;
-  a.kernel = opt.kernel;
-  a.stride = opt.stride;
-  a.padding = opt.padding;
-  return a;
+  return PoolAttrs{.kernel = opt.kernel, .stride = opt.stride, .padding = opt.padding};
 }
 
 }  // namespace
 
 const OpDef op_def_max_pool2d = {
     .name = kMaxPool,
+    .attrs = attrs_kind<PoolAttrs>,
     .infer = pool_infer<kMaxPool>,
     .kernel = pool_kernel<true>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
@@ -230,6 +235,7 @@ const OpDef op_def_max_pool2d = {
 
 const OpDef op_def_max_pool2d_grad = {
     .name = kMaxPoolGrad,
+    .attrs = attrs_kind<PoolAttrs>,
     .num_inputs = 2,
     .infer = max_grad_infer,
     .kernel = pool_grad_kernel<true>,
@@ -241,11 +247,12 @@ const OpDef op_def_max_pool2d_grad = {
 
 const OpDef op_def_avg_pool2d = {
     .name = kAvgPool,
+    .attrs = attrs_kind<PoolAttrs>,
     .infer = pool_infer<kAvgPool>,
     .kernel = pool_kernel<false>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       Attrs a = c.attrs;
-      a.shape = c.input_metas[0].shape.dims();
+      a.as<PoolAttrs>().shape = c.input_metas[0].shape.dims();
       return {call_one_output(OpKind::avg_pool2d_grad, {c.grad_outputs[0]}, a)};
     },
     .amp = AmpClass::follow,
@@ -255,12 +262,13 @@ const OpDef op_def_avg_pool2d = {
 
 const OpDef op_def_avg_pool2d_grad = {
     .name = kAvgPoolGrad,
+    .attrs = attrs_kind<PoolAttrs>,
     .infer = avg_grad_infer,
     .kernel = pool_grad_kernel<false>,
     // Linear in grad: its gradient is the forward average pool.
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       Attrs a = c.attrs;
-      a.shape.clear();
+      a.as<PoolAttrs>().shape.clear();
       return {call_one_output(OpKind::avg_pool2d, {c.grad_outputs[0]}, a)};
     },
     .amp = AmpClass::follow,

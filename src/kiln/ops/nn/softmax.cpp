@@ -10,13 +10,13 @@ using nn::throw_shape_error;
 constexpr char kSoftmax[] = "softmax", kLogSoftmax[] = "log_softmax",
                kSoftmaxGrad[] = "softmax_grad", kLogSoftmaxGrad[] = "log_softmax_grad";
 
-int64_t axis_of(std::string_view op, const TensorMeta& x, const Attrs& a,
+int64_t axis_of(std::string_view op, const TensorMeta& x, const Attrs& attrs,
                 std::span<const TensorMeta> in) {
-  if (a.axes.size() != 1) throw_shape_error(op, "expects exactly one axis", in);
+  const int64_t given = attrs.as<AxisAttrs>().axis;
   int64_t r = x.shape.rank();
-  int64_t axis = a.axes[0] < 0 ? a.axes[0] + r : a.axes[0];
+  int64_t axis = given < 0 ? given + r : given;
   if (r == 0 || axis < 0 || axis >= r) {
-    throw_shape_error(op, detail::concat("axis ", a.axes[0], " is out of range for rank ", r), in);
+    throw_shape_error(op, detail::concat("axis ", given, " is out of range for rank ", r), in);
   }
   return axis;
 }
@@ -120,8 +120,7 @@ Cost elementwise_cost(std::span<const TensorMeta> in, std::span<const TensorMeta
 }
 
 Attrs axis_attrs(int64_t axis) {
-  Attrs a;
-  a.axes = {axis};
+  Attrs a = AxisAttrs{.axis = axis};
   return a;
 }
 
@@ -129,10 +128,11 @@ Attrs axis_attrs(int64_t axis) {
 
 const OpDef op_def_softmax = {
     .name = kSoftmax,
+    .attrs = attrs_kind<AxisAttrs>,
     .infer = forward_infer<kSoftmax>,
     .kernel = forward_kernel<false>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {softmax_grad(c.grad_outputs[0], c.outputs[0], c.attrs.axes[0])};
+      return {softmax_grad(c.grad_outputs[0], c.outputs[0], c.attrs.as<AxisAttrs>().axis)};
     },
     .saves_outputs = true,
     .amp = AmpClass::fp32,
@@ -142,10 +142,11 @@ const OpDef op_def_softmax = {
 
 const OpDef op_def_log_softmax = {
     .name = kLogSoftmax,
+    .attrs = attrs_kind<AxisAttrs>,
     .infer = forward_infer<kLogSoftmax>,
     .kernel = forward_kernel<true>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {log_softmax_grad(c.grad_outputs[0], c.outputs[0], c.attrs.axes[0])};
+      return {log_softmax_grad(c.grad_outputs[0], c.outputs[0], c.attrs.as<AxisAttrs>().axis)};
     },
     .saves_outputs = true,
     .amp = AmpClass::fp32,
@@ -155,6 +156,7 @@ const OpDef op_def_log_softmax = {
 
 const OpDef op_def_softmax_grad = {
     .name = kSoftmaxGrad,
+    .attrs = attrs_kind<AxisAttrs>,
     .num_inputs = 2,
     .infer = backward_infer<kSoftmaxGrad>,
     .kernel = backward_kernel<false>,
@@ -166,6 +168,7 @@ const OpDef op_def_softmax_grad = {
 
 const OpDef op_def_log_softmax_grad = {
     .name = kLogSoftmaxGrad,
+    .attrs = attrs_kind<AxisAttrs>,
     .num_inputs = 2,
     .infer = backward_infer<kLogSoftmaxGrad>,
     .kernel = backward_kernel<true>,

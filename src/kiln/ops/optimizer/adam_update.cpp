@@ -9,7 +9,7 @@
 // form; PyTorch adds eps to sqrt(v / (1 - beta2^t)) instead, i.e. its eps is ours divided by
 // sqrt(1 - beta2^t) — the two agree to within eps.
 //
-// Attrs: beta1, beta2, eps, weight_decay (L2), scalar (decoupled weight decay).
+// AdamAttrs: beta1, beta2, eps, weight_decay (L2), decoupled_weight_decay (AdamW).
 #include <cmath>
 
 #include "kiln/ops/optimizer/common.h"
@@ -19,7 +19,8 @@ namespace {
 using namespace optimizer;
 constexpr char kName[] = "adam_update";
 
-std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& a) {
+  const AdamAttrs& attrs = a.as<AdamAttrs>();
   check_param(kName, in[0]);
   check_same(kName, "the gradient", in[0], in[1]);
   check_state(kName, "m (first moment)", in[0], in[2]);
@@ -33,7 +34,8 @@ std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& 
   return {};
 }
 
-void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& attrs) {
+void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
+  const AdamAttrs& attrs = a.as<AdamAttrs>();
   const Tensor& param = in[0];
   check_param_layout(kName, param);
   check_state_layout(kName, "m", param, in[2]);
@@ -47,7 +49,7 @@ void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& att
   const float lr = scalar_value(in[5]);
   const float b1 = float(attrs.beta1), b2 = float(attrs.beta2), eps = float(attrs.eps);
   const float wd = float(attrs.weight_decay);
-  const float decay = 1.f - lr * float(attrs.scalar);
+  const float decay = 1.f - lr * float(attrs.decoupled_weight_decay);
   const int64_t n = param.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
@@ -69,6 +71,7 @@ Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, cons
 
 const OpDef op_def_adam_update = {
     .name = kName,
+    .attrs = attrs_kind<AdamAttrs>,
     .num_inputs = 6,  // param, grad, m, v, step_size, lr
     .num_outputs = 0,
     .infer = adam_infer,
@@ -82,12 +85,9 @@ const OpDef op_def_adam_update = {
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& step_size,
                  const Tensor& lr, double beta1, double beta2, double eps, double weight_decay,
                  bool decoupled_weight_decay) {
-  Attrs attrs;
-  attrs.beta1 = beta1;
-  attrs.beta2 = beta2;
-  attrs.eps = eps;
+  AdamAttrs attrs{.beta1 = beta1, .beta2 = beta2, .eps = eps};
   if (decoupled_weight_decay) {
-    attrs.scalar = weight_decay;
+    attrs.decoupled_weight_decay = weight_decay;
   } else {
     attrs.weight_decay = weight_decay;
   }

@@ -28,7 +28,8 @@ void momentum_pass(float* p, const float* g, float* vel, int64_t n, float lr, fl
   }
 }
 
-void momentum_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& attrs) {
+void momentum_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
+  const MomentumAttrs& attrs = a.as<MomentumAttrs>();
   const Tensor& param = in[0];
   check_param_layout(kName, param);
   check_state_layout(kName, "the velocity", param, in[2]);
@@ -54,6 +55,7 @@ Cost momentum_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, 
 
 const OpDef op_def_momentum_update = {
     .name = kName,
+    .attrs = attrs_kind<MomentumAttrs>,
     .num_inputs = 4,  // param, grad, velocity, lr
     .num_outputs = 0,
     .infer = momentum_infer,
@@ -66,11 +68,8 @@ const OpDef op_def_momentum_update = {
 
 void momentum_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tensor& lr,
                      double momentum, double weight_decay, bool nesterov) {
-  Attrs attrs;
-  attrs.momentum = momentum;
-  attrs.weight_decay = weight_decay;
-  attrs.nesterov = nesterov;
-  call(OpKind::momentum_update, {param, grad, velocity, lr}, attrs);
+  call(OpKind::momentum_update, {param, grad, velocity, lr},
+       MomentumAttrs{.momentum = momentum, .weight_decay = weight_decay, .nesterov = nesterov});
 }
 
 }  // namespace kiln::ops

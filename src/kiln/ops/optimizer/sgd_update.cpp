@@ -13,7 +13,8 @@ std::vector<TensorMeta> sgd_infer(std::span<const TensorMeta> in, const Attrs&) 
   return {};
 }
 
-void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& attrs) {
+void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
+  const SgdAttrs& attrs = a.as<SgdAttrs>();
   const Tensor& param = in[0];
   check_param_layout(kName, param);
   Tensor grad = aligned_gradient(in[1], param);
@@ -35,6 +36,7 @@ Cost sgd_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const
 
 const OpDef op_def_sgd_update = {
     .name = kName,
+    .attrs = attrs_kind<SgdAttrs>,
     .num_inputs = 3,  // param, grad, lr
     .num_outputs = 0,
     .infer = sgd_infer,
@@ -46,9 +48,7 @@ const OpDef op_def_sgd_update = {
 };
 
 void sgd_update(Tensor& param, const Tensor& grad, const Tensor& lr, double weight_decay) {
-  Attrs attrs;
-  attrs.weight_decay = weight_decay;
-  call(OpKind::sgd_update, {param, grad, lr}, attrs);
+  call(OpKind::sgd_update, {param, grad, lr}, SgdAttrs{.weight_decay = weight_decay});
 }
 
 }  // namespace kiln::ops

@@ -21,7 +21,8 @@ bool broadcasts_to(const Shape& small, const Shape& big) {
   return true;
 }
 
-std::vector<TensorMeta> infer_sum_to_shape(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> infer_sum_to_shape(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const ShapeAttrs& a = attrs.as<ShapeAttrs>();
   Shape target(a.shape);
   if (!broadcasts_to(target, in[0].shape)) {
     throw ShapeError("sum_to_shape: cannot sum " + describe_meta(in[0]) + " to shape " +
@@ -30,7 +31,8 @@ std::vector<TensorMeta> infer_sum_to_shape(std::span<const TensorMeta> in, const
   return {TensorMeta{target, in[0].dtype}};
 }
 
-void sum_to_shape_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
+void sum_to_shape_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const ShapeAttrs& a = attrs.as<ShapeAttrs>();
   const Shape& s = in[0].shape();
   const int shift = s.rank() - int(a.shape.size());
   std::vector<bool> mask(size_t(s.rank()));
@@ -40,7 +42,8 @@ void sum_to_shape_kernel(std::span<const Tensor> in, std::span<Tensor> out, cons
   reduce_tensor(ReduceKind::sum, in[0], mask, 1.0, out[0]);
 }
 
-std::vector<TensorMeta> infer_broadcast_to(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> infer_broadcast_to(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const ShapeAttrs& a = attrs.as<ShapeAttrs>();
   Shape target(a.shape);
   if (!broadcasts_to(in[0].shape, target)) {
     throw ShapeError("broadcast_to: cannot broadcast " + describe_meta(in[0]) + " to shape " +
@@ -71,6 +74,7 @@ Cost copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, 
 
 const OpDef op_def_sum_to_shape = {
     .name = "sum_to_shape",
+    .attrs = attrs_kind<ShapeAttrs>,
     .infer = infer_sum_to_shape,
     .kernel = sum_to_shape_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
@@ -81,6 +85,7 @@ const OpDef op_def_sum_to_shape = {
 
 const OpDef op_def_broadcast_to = {
     .name = "broadcast_to",
+    .attrs = attrs_kind<ShapeAttrs>,
     .infer = infer_broadcast_to,
     .kernel = broadcast_to_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
@@ -91,15 +96,13 @@ const OpDef op_def_broadcast_to = {
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  Attrs a;
-  a.shape = shape.dims();
+  Attrs a = ShapeAttrs{.shape = shape.dims()};
   return call_one_output(OpKind::sum_to_shape, {x}, a);
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  Attrs a;
-  a.shape = shape.dims();
+  Attrs a = ShapeAttrs{.shape = shape.dims()};
   return call_one_output(OpKind::broadcast_to, {x}, a);
 }
 

@@ -13,7 +13,7 @@ std::string describe_meta(const TensorMeta& m) {
 }
 
 std::vector<TensorMeta> infer_cast(std::span<const TensorMeta> in, const Attrs& a) {
-  return {TensorMeta{in[0].shape, a.dtype, in[0].layout}};
+  return {TensorMeta{in[0].shape, a.as<CastAttrs>().dtype, in[0].layout}};
 }
 
 void cast_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
@@ -35,7 +35,8 @@ Cost cast_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, 
   return {n, n * double(dtype_size(in[0].dtype) + dtype_size(out[0].dtype))};
 }
 
-std::vector<TensorMeta> infer_one_hot(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> infer_one_hot(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const OneHotAttrs& a = attrs.as<OneHotAttrs>();
   DType t = in[0].dtype;
   if (t != DType::i32 && t != DType::i64 && t != DType::u8) {
     throw ShapeError("one_hot: expects integer indices (i32, i64 or u8), got " +
@@ -53,7 +54,7 @@ std::vector<TensorMeta> infer_one_hot(std::span<const TensorMeta> in, const Attr
 void one_hot_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
   const Tensor& idx = in[0];
   Tensor& y = out[0];
-  const int64_t n = idx.numel(), classes = a.num_classes;
+  const int64_t n = idx.numel(), classes = a.as<OneHotAttrs>().num_classes;
   std::vector<int64_t> index = idx.to_vector<int64_t>();
   // Validate before writing: a bad label is the caller's error, never an out-of-bounds write.
   for (int64_t i = 0; i < n; ++i) {
@@ -78,6 +79,7 @@ Cost one_hot_cost(std::span<const TensorMeta>, std::span<const TensorMeta> out, 
 
 const OpDef op_def_cast = {
     .name = "cast",
+    .attrs = attrs_kind<CastAttrs>,
     .infer = infer_cast,
     .kernel = cast_kernel,
     // Only floating → floating casts take part in differentiation (integer outputs get no grad).
@@ -89,6 +91,7 @@ const OpDef op_def_cast = {
 
 const OpDef op_def_one_hot = {
     .name = "one_hot",
+    .attrs = attrs_kind<OneHotAttrs>,
     .infer = infer_one_hot,
     .kernel = one_hot_kernel,
     .no_grad_reason = "one_hot takes integer indices",
@@ -96,15 +99,12 @@ const OpDef op_def_one_hot = {
 };
 
 Tensor cast(const Tensor& x, DType dtype) {
-  Attrs a;
-  a.dtype = dtype;
+  Attrs a = CastAttrs{.dtype = dtype};
   return call_one_output(OpKind::cast, {x}, a);
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
-  Attrs a;
-  a.num_classes = num_classes;
-  a.dtype = dtype;
+  Attrs a = OneHotAttrs{.num_classes = num_classes, .dtype = dtype};
   return call_one_output(OpKind::one_hot, {indices}, a);
 }
 

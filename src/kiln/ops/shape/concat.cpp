@@ -18,22 +18,19 @@ Cost copy_cost(std::span<const TensorMeta>, std::span<const TensorMeta> out, con
   return {0, 2.0 * double(out[0].shape.numel()) * double(dtype_size(out[0].dtype))};
 }
 
-int concat_axis(std::span<const TensorMeta> in, const Attrs& a) {
+int concat_axis(std::span<const TensorMeta> in, const AxisAttrs& a) {
   if (in.empty()) throw ShapeError("concat: needs at least one input");
-  if (a.axes.size() != 1) {
-    throw ShapeError(detail::concat("concat: expects one axis, got ", a.axes.size()));
-  }
   const int rank = in[0].shape.rank();
-  const int64_t axis = a.axes[0] < 0 ? a.axes[0] + rank : a.axes[0];
+  const int64_t axis = a.axis < 0 ? a.axis + rank : a.axis;
   if (axis < 0 || axis >= rank) {
-    throw ShapeError(detail::concat("concat: axis ", a.axes[0], " is out of range for input 0 ",
+    throw ShapeError(detail::concat("concat: axis ", a.axis, " is out of range for input 0 ",
                                     describe_meta(in[0])));
   }
   return int(axis);
 }
 
 std::vector<TensorMeta> infer_concat(std::span<const TensorMeta> in, const Attrs& a) {
-  const int axis = concat_axis(in, a);
+  const int axis = concat_axis(in, a.as<AxisAttrs>());
   Shape out = in[0].shape;
   out[axis] = 0;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -52,7 +49,8 @@ std::vector<TensorMeta> infer_concat(std::span<const TensorMeta> in, const Attrs
 
 void concat_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
   Tensor& y = out[0];
-  const int64_t axis = a.axes[0] < 0 ? a.axes[0] + y.rank() : a.axes[0];
+  const int64_t axis0 = a.as<AxisAttrs>().axis;
+  const int64_t axis = axis0 < 0 ? axis0 + y.rank() : axis0;
   const int64_t axis_stride = y.strides()[size_t(axis)];
   int64_t at = 0;
   for (const Tensor& x : in) {
@@ -62,7 +60,8 @@ void concat_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attr
   }
 }
 
-std::vector<TensorMeta> infer_pad_slice_grad(std::span<const TensorMeta> in, const Attrs& a) {
+std::vector<TensorMeta> infer_pad_slice_grad(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const SliceAttrs& a = attrs.as<SliceAttrs>();
   TensorMeta full{Shape(a.shape), in[0].dtype};
   shape::SliceSpec s = shape::slice_spec("pad_slice_grad", full, a);
   Shape expected = full.shape;
@@ -77,7 +76,7 @@ std::vector<TensorMeta> infer_pad_slice_grad(std::span<const TensorMeta> in, con
 void pad_slice_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a) {
   Tensor& y = out[0];
   std::memset(y.raw_data(), 0, y.nbytes());
-  shape::SliceSpec s = shape::slice_spec("pad_slice_grad", meta_of(y), a);
+  shape::SliceSpec s = shape::slice_spec("pad_slice_grad", meta_of(y), a.as<SliceAttrs>());
   if (s.length == 0) return;
   Strides strides = y.strides();
   const int64_t offset = y.offset() + s.start * strides[size_t(s.axis)];
@@ -90,11 +89,12 @@ void pad_slice_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, co
 
 const OpDef op_def_concat = {
     .name = "concat",
+    .attrs = attrs_kind<AxisAttrs>,
     .num_inputs = -1,
     .infer = infer_concat,
     .kernel = concat_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      const int axis = concat_axis(c.input_metas, c.attrs);
+      const int axis = concat_axis(c.input_metas, c.attrs.as<AxisAttrs>());
       std::vector<Tensor> grads(c.input_metas.size());
       int64_t at = 0;
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -109,29 +109,25 @@ const OpDef op_def_concat = {
 
 const OpDef op_def_pad_slice_grad = {
     .name = "pad_slice_grad",
+    .attrs = attrs_kind<SliceAttrs>,
     .infer = infer_pad_slice_grad,
     .kernel = pad_slice_grad_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      const Attrs& a = c.attrs;
-      return {slice(c.grad_outputs[0], a.axes[0], a.start, a.end, a.step)};
+      const SliceAttrs& a = c.attrs.as<SliceAttrs>();
+      return {slice(c.grad_outputs[0], a.axis, a.start, a.end, a.step)};
     },
     .cost = copy_cost,
 };
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
-  Attrs a;
-  a.axes = {axis};
+  Attrs a = AxisAttrs{.axis = axis};
   return std::move(call(OpKind::concat, std::span<const Tensor>(xs), a)[0]);
 }
 
 Tensor pad_slice_grad(const Tensor& grad, const Shape& shape, int64_t axis, int64_t start,
                       int64_t end, int64_t step) {
-  Attrs a;
-  a.shape = shape.dims();
-  a.axes = {axis};
-  a.start = start;
-  a.end = end;
-  a.step = step;
+  Attrs a =
+      SliceAttrs{.axis = axis, .start = start, .end = end, .step = step, .shape = shape.dims()};
   return call_one_output(OpKind::pad_slice_grad, {grad}, a);
 }
 

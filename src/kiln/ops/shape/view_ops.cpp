@@ -56,11 +56,11 @@ Shape resolve_reshape(const TensorMeta& in, const std::vector<int64_t>& target) 
 }
 
 std::vector<TensorMeta> infer_reshape(std::span<const TensorMeta> in, const Attrs& a) {
-  return {TensorMeta{resolve_reshape(in[0], a.shape), in[0].dtype}};
+  return {TensorMeta{resolve_reshape(in[0], a.as<ShapeAttrs>().shape), in[0].dtype}};
 }
 
 Tensor reshape_view(const Tensor& x, const Attrs& a) {
-  Shape shape = resolve_reshape(meta_of(x), a.shape);
+  Shape shape = resolve_reshape(meta_of(x), a.as<ShapeAttrs>().shape);
   Tensor base = contiguous_copy(x);
   return base.view_as(shape, contiguous_strides(shape), base.offset());
 }
@@ -85,7 +85,7 @@ std::vector<int64_t> checked_perm(const TensorMeta& in, const std::vector<int64_
 }
 
 std::vector<TensorMeta> infer_transpose(std::span<const TensorMeta> in, const Attrs& a) {
-  std::vector<int64_t> p = checked_perm(in[0], a.axes);
+  std::vector<int64_t> p = checked_perm(in[0], a.as<PermuteAttrs>().perm);
   const Shape& s = in[0].shape;
   Strides in_strides =
       in[0].layout == Layout::channels_last ? channels_last_strides(s) : contiguous_strides(s);
@@ -106,7 +106,7 @@ std::vector<TensorMeta> infer_transpose(std::span<const TensorMeta> in, const At
 }
 
 Tensor transpose_view(const Tensor& x, const Attrs& a) {
-  std::vector<int64_t> p = checked_perm(meta_of(x), a.axes);
+  std::vector<int64_t> p = checked_perm(meta_of(x), a.as<PermuteAttrs>().perm);
   std::vector<int64_t> dims;
   Strides strides;
   for (int64_t d : p) {
@@ -119,14 +119,14 @@ Tensor transpose_view(const Tensor& x, const Attrs& a) {
 // ---- slice ----
 
 std::vector<TensorMeta> infer_slice(std::span<const TensorMeta> in, const Attrs& a) {
-  shape::SliceSpec s = shape::slice_spec("slice", in[0], a);
+  shape::SliceSpec s = shape::slice_spec("slice", in[0], a.as<SliceAttrs>());
   Shape out = in[0].shape;
   out[s.axis] = s.length;
   return {TensorMeta{out, in[0].dtype}};
 }
 
 Tensor slice_view(const Tensor& x, const Attrs& a) {
-  shape::SliceSpec s = shape::slice_spec("slice", meta_of(x), a);
+  shape::SliceSpec s = shape::slice_spec("slice", meta_of(x), a.as<SliceAttrs>());
   Shape shape = x.shape();
   shape[s.axis] = s.length;
   Strides strides = x.strides();
@@ -150,6 +150,7 @@ Tensor contiguous_view(const Tensor& x, const Attrs&) {
 
 const OpDef op_def_reshape = {
     .name = "reshape",
+    .attrs = attrs_kind<ShapeAttrs>,
     .infer = infer_reshape,
     .view = reshape_view,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
@@ -160,10 +161,11 @@ const OpDef op_def_reshape = {
 
 const OpDef op_def_transpose = {
     .name = "transpose",
+    .attrs = attrs_kind<PermuteAttrs>,
     .infer = infer_transpose,
     .view = transpose_view,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      std::vector<int64_t> p = checked_perm(c.input_metas[0], c.attrs.axes);
+      std::vector<int64_t> p = checked_perm(c.input_metas[0], c.attrs.as<PermuteAttrs>().perm);
       std::vector<int64_t> inverse(p.size());
       for (size_t i = 0; i < p.size(); ++i) inverse[size_t(p[i])] = int64_t(i);
       return {transpose(c.grad_outputs[0], inverse)};
@@ -173,11 +175,12 @@ const OpDef op_def_transpose = {
 
 const OpDef op_def_slice = {
     .name = "slice",
+    .attrs = attrs_kind<SliceAttrs>,
     .infer = infer_slice,
     .view = slice_view,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      const Attrs& a = c.attrs;
-      return {pad_slice_grad(c.grad_outputs[0], c.input_metas[0].shape, a.axes[0], a.start, a.end,
+      const SliceAttrs& a = c.attrs.as<SliceAttrs>();
+      return {pad_slice_grad(c.grad_outputs[0], c.input_metas[0].shape, a.axis, a.start, a.end,
                              a.step)};
     },
     .cost = view_cost,
@@ -192,8 +195,7 @@ const OpDef op_def_contiguous = {
 };
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
-  Attrs a;
-  a.shape = shape.dims();
+  Attrs a = ShapeAttrs{.shape = shape.dims()};
   return call_one_output(OpKind::reshape, {x}, a);
 }
 
@@ -206,8 +208,7 @@ Tensor flatten(const Tensor& x) {
 }
 
 Tensor transpose(const Tensor& x, std::vector<int64_t> perm) {
-  Attrs a;
-  a.axes = std::move(perm);
+  Attrs a = PermuteAttrs{.perm = std::move(perm)};
   return call_one_output(OpKind::transpose, {x}, a);
 }
 
@@ -225,11 +226,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end, int64_t step) {
-  Attrs a;
-  a.axes = {axis};
-  a.start = start;
-  a.end = end;
-  a.step = step;
+  Attrs a = SliceAttrs{.axis = axis, .start = start, .end = end, .step = step};
   return call_one_output(OpKind::slice, {x}, a);
 }
 
