@@ -17,23 +17,32 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 ninja -C "$build" -j "${KILN_FUZZ_JOBS:-2}" idx_fuzzer checkpoint_fuzzer yaml_config_fuzzer \
   image_decoder_fuzzer
 
-status=0
-# name  corpus  extra libFuzzer flags
-run() {
+# Two fuzzers at a time (libFuzzer runs one process each; CI has two cores), each into its own
+# log, printed whole when it fails and as one line otherwise.
+run() {  # fuzzer corpus [libFuzzer flags...]
   local fuzzer=$1 corpus=$2
   shift 2
   local work=$build/fuzz/corpus-$fuzzer
   mkdir -p "$work"
-  echo "fuzz: $fuzzer for ${seconds}s"
   # -rss_limit_mb / -malloc_limit_mb: a lying length must never turn into a huge allocation.
-  (cd "$build/fuzz" && "$build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 "$@" "$work" "$root/fuzz/corpus/$corpus") ||
-    status=1
+  if (cd "$build/fuzz" && "$build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 "$@" "$work" "$root/fuzz/corpus/$corpus") \
+    >"$work.log" 2>&1; then
+    echo "fuzz: $fuzzer for ${seconds}s, no failure ($(find "$work" -type f | wc -l) new inputs kept)"
+  else
+    echo "fuzz: $fuzzer FOUND A FAILURE:"
+    cat "$work.log"
+    return 1
+  fi
 }
-run idx_fuzzer idx -malloc_limit_mb=256 -max_len=4096
+status=0
+run idx_fuzzer idx -malloc_limit_mb=256 -max_len=4096 &
+first=$!
 run checkpoint_fuzzer checkpoint -malloc_limit_mb=256 -max_len=16384 \
-  -dict="$root/fuzz/checkpoint.dict"
-run yaml_config_fuzzer yaml -malloc_limit_mb=256 -max_len=4096 -dict="$root/fuzz/yaml.dict"
-# Decoded images may reach 1 GiB (codec.cpp's limit) before their data is found missing.
-run image_decoder_fuzzer image -malloc_limit_mb=1100 -max_len=16384
+  -dict="$root/fuzz/checkpoint.dict" || status=1
+wait $first || status=1
+run yaml_config_fuzzer yaml -malloc_limit_mb=256 -max_len=4096 -dict="$root/fuzz/yaml.dict" &
+first=$!
+run image_decoder_fuzzer image -malloc_limit_mb=1100 -max_len=16384 || status=1
+wait $first || status=1
 exit $status

@@ -2,22 +2,26 @@
 # Sets up, builds and runs every test: the unit and training tests (ctest), the data pipeline's
 # tests under ThreadSanitizer, the file readers' tests under AddressSanitizer + UBSan, and
 # bounded libFuzzer runs of every file reader (record, IDX, checkpoint, YAML config, PNG/JPEG).
+# Each stage's time is printed as it ends (CI's budget is 20 minutes on 2 cores).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
-bash "$root/scripts/build.sh"
 status=0
-(cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900) || status=1
-if [ -x "$root/scripts/tsan_data_tests.sh" ]; then
-  bash "$root/scripts/tsan_data_tests.sh" || status=1
-fi
-if [ -x "$root/scripts/asan_reader_tests.sh" ]; then
-  bash "$root/scripts/asan_reader_tests.sh" || status=1
-fi
-if [ -x "$root/scripts/fuzz_record.sh" ]; then
-  bash "$root/scripts/fuzz_record.sh" || status=1
-fi
-if [ -x "$root/scripts/fuzz_readers.sh" ]; then
-  bash "$root/scripts/fuzz_readers.sh" || status=1
-fi
+stage() {  # name command...: runs one stage, records a failure, prints its time
+  local name=$1 start=$SECONDS
+  shift
+  "$@" || { status=1; echo "test.sh: $name FAILED" >&2; }
+  echo "test.sh: $name took $((SECONDS - start)) s" >&2
+}
+build_release() { bash "$root/scripts/build.sh"; }
+run_ctest() { (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
+
+stage build build_release
+[ $status -eq 0 ] || exit 1
+stage ctest run_ctest
+stage "data tests under ThreadSanitizer" bash "$root/scripts/tsan_data_tests.sh"
+stage "reader tests under ASan+UBSan" bash "$root/scripts/asan_reader_tests.sh"
+stage "record fuzzer" bash "$root/scripts/fuzz_record.sh"
+stage "reader fuzzers" bash "$root/scripts/fuzz_readers.sh"
+echo "test.sh: all stages in $SECONDS s" >&2
 exit $status

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import kiln
 from kiln_test_data import EXAMPLES
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
@@ -27,7 +28,10 @@ def test_every_example_is_listed():
 @pytest.mark.skipif(not os.path.isdir(FASHION_MNIST), reason="needs dataset-fashion-mnist")
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs(script):
-    env = dict(os.environ, KILN_EXAMPLE_BATCHES="3", OMP_NUM_THREADS="1")
+    # The kiln this test imported, wherever the PYTHONPATH that found it pointed.
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
+    env = dict(os.environ, KILN_EXAMPLE_BATCHES="3", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([package_dir, os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), FASHION_MNIST],
                          cwd=EXAMPLES, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
