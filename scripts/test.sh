@@ -21,7 +21,7 @@ stage build build_release
 stage ctest run_ctest
 stage "data tests under ThreadSanitizer" bash "$root/scripts/tsan_data_tests.sh"
 stage "reader tests under ASan+UBSan" bash "$root/scripts/asan_reader_tests.sh"
-stage "record fuzzer" bash "$root/scripts/fuzz_record.sh"
+stage "record fuzzer" bash "$root/scripts/fuzz_record.sh" 20
 stage "reader fuzzers" bash "$root/scripts/fuzz_readers.sh"
 echo "test.sh: all stages in $SECONDS s" >&2
 exit $status

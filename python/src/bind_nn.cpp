@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "kiln/nn/nn.h"
+#include "tensor_convert.h"
 
 namespace py = pybind11;
 
@@ -72,16 +73,6 @@ nn::InitializerPtr initializer_from(const py::object& value) {
   if (value.is_none()) return nullptr;
   if (py::isinstance<py::str>(value)) return nn::initializer_by_name(value.cast<std::string>());
   return value.cast<InitializerHandle>().init;
-}
-
-std::array<int64_t, 2> pair_of(const py::object& value, const char* what) {
-  if (py::isinstance<py::int_>(value)) {
-    const auto v = value.cast<int64_t>();
-    return {v, v};
-  }
-  auto values = value.cast<std::vector<int64_t>>();
-  KILN_CHECK(values.size() == 2, what, " must be an int or a pair, got ", values.size(), " values");
-  return {values[0], values[1]};
 }
 
 py::list named_list(const std::vector<nn::NamedTensor>& named) {

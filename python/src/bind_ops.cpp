@@ -7,25 +7,13 @@
 
 #include "bindings.h"
 #include "kiln/ops/functional.h"
+#include "tensor_convert.h"
 
 namespace py = pybind11;
 
 namespace kiln::python {
 
 namespace {
-
-using Pair = std::array<int64_t, 2>;
-
-// MindSpore and PyTorch take an int or a pair for kernel sizes, strides and paddings.
-Pair pair_of(const py::object& value, const char* what) {
-  if (py::isinstance<py::int_>(value)) {
-    const auto v = value.cast<int64_t>();
-    return {v, v};
-  }
-  auto values = value.cast<std::vector<int64_t>>();
-  KILN_CHECK(values.size() == 2, what, " must be an int or a pair, got ", values.size(), " values");
-  return {values[0], values[1]};
-}
 
 Tensor optional_tensor(const std::optional<Tensor>& t) {
   return t ? *t : Tensor();
@@ -137,7 +125,7 @@ void bind_ops(py::module_& m) {
   auto pool = [](auto op, const char* name) {
     return [op, name](T x, const py::object& kernel_size, const py::object& stride,
                       const py::object& padding) {
-      const Pair kernel = pair_of(kernel_size, name);
+      const std::array<int64_t, 2> kernel = pair_of(kernel_size, name);
       return op(x, ops::Pool2dOptions{.kernel = kernel,
                                       .stride = stride.is_none() ? kernel : pair_of(stride, name),
                                       .padding = pair_of(padding, name)});

@@ -1,7 +1,10 @@
 #include "tensor_convert.h"
 
+#include <pybind11/stl.h>
+
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kiln/core/error.h"
 
@@ -103,6 +106,16 @@ Tensor from_numpy(py::array array, bool copy) {
   py::array contiguous = py::array::ensure(array, py::array::c_style);
   std::memcpy(result.raw_data(), contiguous.data(), result.nbytes());
   return result;
+}
+
+std::array<int64_t, 2> pair_of(const py::object& value, const char* what) {
+  if (py::isinstance<py::int_>(value)) {
+    const auto v = value.cast<int64_t>();
+    return {v, v};
+  }
+  auto values = value.cast<std::vector<int64_t>>();
+  KILN_CHECK(values.size() == 2, what, " must be an int or a pair, got ", values.size(), " values");
+  return {values[0], values[1]};
 }
 
 }  // namespace kiln::python

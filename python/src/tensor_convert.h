@@ -11,6 +11,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <array>
+#include <cstdint>
+
 #include "kiln/core/tensor.h"
 
 namespace kiln::python {
@@ -22,5 +25,9 @@ Tensor from_numpy(pybind11::array array, bool copy);
 // (throws kiln::Error naming a numpy dtype Kiln lacks).
 pybind11::dtype numpy_dtype(DType dtype);
 DType kiln_dtype(const pybind11::dtype& dtype);
+
+// A kernel size, stride, padding or dilation as MindSpore and PyTorch take it: an int or a pair
+// (throws kiln::Error naming `what` for anything else).
+std::array<int64_t, 2> pair_of(const pybind11::object& value, const char* what);
 
 }  // namespace kiln::python

@@ -13,9 +13,6 @@
 namespace kiln::cli {
 namespace {
 
-// More threads than this is a typing mistake, not a configuration.
-constexpr int64_t kMaxThreads = 4096;
-
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);

@@ -9,6 +9,9 @@
 
 namespace kiln::cli {
 
+// The most kernel or pipeline threads any --threads / --*-workers option takes.
+inline constexpr int64_t kMaxThreads = 4096;
+
 // A decimal integer (no sign for lo >= 0) from lo to hi.
 CLI::Validator integer_in(int64_t lo, int64_t hi);
 // A decimal integer from 0 to 2^64 - 1 (seeds).

@@ -49,7 +49,6 @@ constexpr int64_t kWarmupSteps = 10;
 // (epochs x steps per epoch, threads) cannot overflow or exhaust the machine.
 constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxBatchSize = 1 << 20;
-constexpr int64_t kMaxThreads = 4096;
 constexpr double kMaxLr = 1000;
 
 // Measures steady-state throughput: images of the steps after the first kWarmupSteps.
