@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "kiln/core/context.h"
 #include "kiln/core/random.h"
 #include "kiln/data/config.h"
 #include "kiln/data/presets.h"
@@ -16,6 +15,7 @@
 #include "kiln/train/callbacks.h"
 #include "kiln/train/model.h"
 #include "testing/cpu_features.h"
+#include "testing/mode_scope.h"
 
 namespace kiln::train {
 namespace {
@@ -33,25 +33,11 @@ class FiniteLossCheck : public Callback {
   bool finite = true;
 };
 
-// Graph mode with fusion, as a user trains for speed (and 5-10x faster than eager here, which
-// keeps these whole-epoch runs inside CI's budget); the context is restored however the run ends.
-class GraphModeScope {
- public:
-  GraphModeScope() : saved_(get_context()) {
-    Context graph = saved_;
-    graph.mode = GRAPH_MODE;
-    graph.enable_graph_kernel = true;
-    set_context(graph);
-  }
-  ~GraphModeScope() { set_context(saved_); }
-
- private:
-  Context saved_;
-};
-
 RunResult train_and_test(const std::string& model_name, const ModelOptions& options, int64_t epochs,
                          int64_t max_steps) {
-  GraphModeScope graph_mode;
+  // Graph mode with fusion, as a user trains for speed (and 5-10x faster than eager here, which
+  // keeps these whole-epoch runs inside CI's budget).
+  kiln::testing::ModeScope graph_mode(GRAPH_MODE, true);
   set_seed(3);
   data::config::set_seed(3);
   // Normalised inputs and a cosine decay to zero: both runs end on a settled model, so the

@@ -15,6 +15,7 @@
 #include "kiln/train/compiled_step.h"
 #include "kiln/train/model.h"
 
+#include "testing/mode_scope.h"
 #include "train_testing.h"
 
 namespace kiln::train {
@@ -29,21 +30,6 @@ graph::CompileOptions fused() {
   o.fusion = true;
   return o;
 }
-
-// Sets the execution mode (and fusion) for one scope.
-class ModeGuard {
- public:
-  ModeGuard(ExecutionMode mode, bool fusion) : saved_(get_context()) {
-    Context c = saved_;
-    c.mode = mode;
-    c.enable_graph_kernel = fusion;
-    set_context(c);
-  }
-  ~ModeGuard() { set_context(saved_); }
-
- private:
-  Context saved_;
-};
 
 // A zoo model trained through Model (eager_step or graph_step), Momentum so that a skipped
 // step would show in the optimizer state too.
@@ -65,7 +51,7 @@ struct Trainer {
         std::move(options));
   }
   float step(const Tensor& x, const Tensor& y) {
-    ModeGuard guard(mode, fusion);
+    kiln::testing::ModeScope guard(mode, fusion);
     return model->train_step(x, y);
   }
   double scale() const { return model->loss_scale_manager()->scale(); }

@@ -1,0 +1,24 @@
+#pragma once
+// Runs one scope in an execution mode (and with graph-kernel fusion on or off), restoring the
+// caller's context however the scope ends.
+#include "kiln/core/context.h"
+
+namespace kiln::testing {
+
+class ModeScope {
+ public:
+  ModeScope(ExecutionMode mode, bool fusion) : saved_(get_context()) {
+    Context c = saved_;
+    c.mode = mode;
+    c.enable_graph_kernel = fusion;
+    set_context(c);
+  }
+  ~ModeScope() { set_context(saved_); }
+  ModeScope(const ModeScope&) = delete;
+  ModeScope& operator=(const ModeScope&) = delete;
+
+ private:
+  Context saved_;
+};
+
+}  // namespace kiln::testing
