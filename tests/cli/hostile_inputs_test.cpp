@@ -2,36 +2,22 @@
 // "kiln: error: ..." line naming the file, field or flag, never a signal, never a library's
 // internal message, never training on nonsense.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "testing/kiln_command.h"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Result {
-  bool exited = false;  // false: killed by a signal
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = kiln::testing::CommandResult;
 
 Result run(const std::string& args) {
-  std::string exe = std::string(KILN_BINARY_DIR) + "/src/kiln/kiln";
-  if (!fs::exists(exe)) return {false, -1, "missing " + exe + " (build target kiln_cli_main)"};
-  FILE* p = ::popen((exe + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status), WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_kiln(args);
 }
 
 fs::path temp_dir(const std::string& name) {

@@ -1,31 +1,17 @@
 // The `kiln` executable: exit codes and error lines.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "testing/kiln_command.h"
+
 namespace {
 
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
+using Result = kiln::testing::CommandResult;
 
 Result run(const std::string& args) {
-  std::string exe = std::string(KILN_BINARY_DIR) + "/src/kiln/kiln";
-  if (!std::filesystem::exists(exe))
-    return {-1, "missing " + exe + " (build target kiln_cli_main)"};
-  std::string cmd = exe + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_kiln(args);
 }
 
 TEST(KilnExecutable, UnknownFlagIsAnErrorWithStatus2) {

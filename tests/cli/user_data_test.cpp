@@ -3,10 +3,7 @@
 // from the checkpoint; bad data specs end with one error line and status 2.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,30 +12,18 @@
 
 #include "kiln/core/tensor.h"
 #include "kiln/data/vision.h"
+#include "testing/kiln_command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-std::string kiln_exe() {
-  return std::string(KILN_BINARY_DIR) + "/src/kiln/kiln";
-}
+using kiln::testing::kiln_exe;
+using Result = kiln::testing::CommandResult;
 
 Result run(const std::string& args) {
   // One kernel thread: these networks are tiny, and ctest may run other tests beside this one.
-  std::string cmd = "OMP_NUM_THREADS=1 " + kiln_exe() + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_kiln(args, "OMP_NUM_THREADS=1 ");
 }
 
 // The JSON object on the last line of `output`.
