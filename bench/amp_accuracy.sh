@@ -30,7 +30,8 @@ done
 [ ${#configs[@]} -gt 0 ] || configs=(lenet:64 resnet20:128)
 kiln="$build/src/kiln/kiln"
 [ -x "$kiln" ] || { echo "amp_accuracy: $kiln not found; build first (cmake --build build)" >&2; exit 1; }
-field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+# shellcheck source=bench/side_by_side.sh
+source "$here/side_by_side.sh"
 
 printf '%-10s %6s %7s %10s %10s %12s %10s %10s\n' model batch epochs O0_acc "${amp}_acc" diff_points \
   O0_img/s "${amp}_img/s"

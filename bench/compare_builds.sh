@@ -33,14 +33,12 @@ done
 steps_for() {
   case "$1" in lenet) echo 300 ;; resnet20) echo 30 ;; mlp) echo 100 ;; *) echo 50 ;; esac
 }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-images_per_sec() {
-  python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['images_per_sec'])"
-}
+# shellcheck source=bench/side_by_side.sh
+source "$(dirname "$0")/side_by_side.sh"
 run() {  # binary model batch steps
   # shellcheck disable=SC2086  # kiln_args is a list of flags
   "$1" train --model "$2" --batch-size "$3" --steps "$(($4 + 10))" --threads "$threads" --json \
-    $kiln_args 2>/dev/null | images_per_sec
+    $kiln_args 2>/dev/null | field images_per_sec
 }
 
 printf '%-10s %6s %12s %12s %8s\n' model batch old_img/s new_img/s new/old

@@ -37,8 +37,8 @@ kiln="$build/src/kiln/kiln"
 default_steps() {
   case "$1" in lenet) echo 300 ;; resnet20) echo 30 ;; mlp) echo 100 ;; *) echo 50 ;; esac
 }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+# shellcheck source=bench/side_by_side.sh
+source "$here/side_by_side.sh"
 
 printf '%-10s %6s %14s %14s %8s %12s %12s\n' model batch kiln_img/s torch_img/s ratio kiln_rss_mb torch_rss_mb
 for cfg in "${configs[@]}"; do

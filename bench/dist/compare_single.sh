@@ -26,8 +26,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 steps_for() {
   case "$1" in lenet) echo 400 ;; resnet20) echo 40 ;; mlp) echo 150 ;; *) echo 50 ;; esac
 }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+# shellcheck source=bench/side_by_side.sh
+source "$here/../side_by_side.sh"
 
 printf "%-10s %6s %14s %14s %7s %14s %8s\n" model batch "1x2 img/s" "2x1 img/s" ratio \
   "allreduce ms" hidden

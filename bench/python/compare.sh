@@ -25,8 +25,8 @@ while [ $# -gt 0 ]; do
 done
 export PYTHONPATH="$build/python"
 py=/usr/bin/python3
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-field() { $py -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+# shellcheck source=bench/side_by_side.sh
+source "$here/../side_by_side.sh"
 kiln_run() {
   timeout 600 $py "$here/lenet_bench.py" --steps "$steps" --batch-size "$batch" --threads "$threads" "$@" \
     2>/dev/null | field images_per_sec
