@@ -1,6 +1,6 @@
 // Training-step throughput of one model in one mode, for side-by-side runs:
 //   kiln_graph_step_bench <lenet|resnet20|mlp> <batch> <eager|graph> <fusion on|off> [steps]
-//                         [--amp-level O0|O1|O2|O3] [--micro-batches N]
+//                         [--amp-level O0|O1|O2|O3] [--amp-strict] [--micro-batches N]
 // Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS,
 // and step RSS: how far the process's peak RSS rose above its RSS just before the first step
 // (model, parameters, optimizer state, data and libraries already resident, in both modes).
@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   for (int i = 5; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--amp-level") amp_config.level = amp::parse_level(argv[i + 1]);
     if (std::string(argv[i]) == "--micro-batches") micro_batches = std::atoi(argv[i + 1]);
+  }
+  for (int i = 5; i < argc; ++i) {
+    if (std::string(argv[i]) == "--amp-strict") amp_config.strict = true;
   }
   set_seed(1);
   auto net = models::create(model);
@@ -138,6 +141,9 @@ int main(int argc, char** argv) {
   }
   if (graph_mode && std::getenv("KILN_BENCH_REPORT")) {
     std::fprintf(stderr, "%s\n", step.report().str().c_str());
+    for (const std::string& line : amp::describe_decisions(step.placement())) {
+      std::fprintf(stderr, "amp placement: %s\n", line.c_str());
+    }
   }
   return 0;
 }

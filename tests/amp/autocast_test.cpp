@@ -81,7 +81,7 @@ TEST(Autocast, O1MatmulRunsInBf16AndMasterWeightGradIsFp32) {
   w.set_requires_grad(true);
   Tensor y, loss;
   {
-    AutocastScope scope(AmpConfig{AmpLevel::O1});
+    AutocastScope scope(AmpConfig{.level = AmpLevel::O1, .strict = true});
     y = ops::matmul(x, w);
     loss = ops::sum(ops::cast(y, DType::f32));
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/amp/level.h"
+#include "kiln/amp/placement.h"
 #include "kiln/ops/op.h"
 
 namespace kiln::amp {
@@ -23,13 +24,19 @@ class AutocastScope {
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
+  // The placement choices made for ops called inside this scope, in call order (empty when
+  // strict, at O0 and O3).
+  const std::vector<PlacementDecision>& decisions() const { return decisions_; }
 
  private:
   std::optional<AmpConfig> previous_;
+  std::vector<PlacementDecision>* previous_decisions_;
+  std::vector<PlacementDecision> decisions_;
 };
 
 // The dtype op `kind` computes in at this config given its inputs' dtypes, or nullopt to leave
-// the inputs as they are. Exposed for tests of the cast placement.
+// the inputs as they are: MindSpore's placement, which AmpConfig::strict keeps and which the
+// cost-weighed placement (amp/placement.h) starts from. Exposed for tests of the cast placement.
 std::optional<DType> compute_dtype(ops::OpKind kind, std::span<const DType> input_dtypes,
                                    const AmpConfig& config);
 

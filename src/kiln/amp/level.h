@@ -7,6 +7,9 @@
 //       softmax, the loss, and BatchNorm/LayerNorm when keep_batchnorm_fp32); fp32 master
 //       weights stay in the optimizer;
 //   O3  everything in low precision.
+// With bf16 at O1 and O2, unless `strict`, an op goes to bf16 only where that pays on this CPU,
+// its casts included (amp/placement.h); `strict` keeps MindSpore's placement exactly.
+#include <memory>
 #include <string_view>
 
 #include "kiln/core/dtype.h"
@@ -15,10 +18,16 @@ namespace kiln::amp {
 
 enum class AmpLevel { O0, O1, O2, O3 };
 
+class CostModel;  // amp/placement.h
+
 struct AmpConfig {
   AmpLevel level = AmpLevel::O0;
   DType low_dtype = DType::bf16;  // bf16 on CPU by default; f16 on request
   bool keep_batchnorm_fp32 = true;
+  // MindSpore's placement, op for op, whether or not low precision pays on this CPU.
+  bool strict = false;
+  // What ops cost, for the placement when not strict; null: the process's measured model.
+  std::shared_ptr<CostModel> cost_model;
 };
 
 // "O0".."O3"; throws Error naming the bad value.

@@ -107,7 +107,7 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
   // 1. Autocast.
   if (AutocastInterceptor autocast = g_chain.autocast(); autocast && !t_in_widened_f32_call) {
     std::vector<Tensor> cast_inputs;
-    if (autocast(kind, inputs, cast_inputs)) return call(kind, cast_inputs, attrs);
+    if (autocast(kind, inputs, attrs, cast_inputs)) return call(kind, cast_inputs, attrs);
   }
   std::vector<TensorMeta> in_metas;
   in_metas.reserve(inputs.size());

@@ -26,7 +26,8 @@
 namespace kiln::ops {
 
 // 1. Sets cast_inputs and returns true to rerun the op on them; false leaves the inputs alone.
-using AutocastInterceptor = bool (*)(OpKind, std::span<const Tensor> inputs,
+// The attributes let it weigh what the op costs in each dtype (amp/placement.h).
+using AutocastInterceptor = bool (*)(OpKind, std::span<const Tensor> inputs, const Attrs&,
                                      std::vector<Tensor>& cast_inputs);
 // 2. Records an op that ran eagerly (called only when grad mode is on, the op has a gradient
 // rule and an input requires grad).

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kiln/amp/autocast.h"
+#include "kiln/amp/placement.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/graph/autodiff.h"
@@ -57,6 +58,7 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   auto t0 = std::chrono::steady_clock::now();
   graph::Graph g;
   int slices = 1;
+  placement_.clear();
   {
     graph::Tracer tracer(g);
     std::vector<nn::NamedTensor> state = net_.state_and_names();
@@ -123,6 +125,9 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
         stderr, "kiln graph mode: %s%s%s for inputs %s: %s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
         shapes_str(images, labels).c_str(), exe->report().str().c_str());
+    for (const std::string& line : amp::describe_decisions(placement_)) {
+      std::fprintf(stderr, "kiln amp placement: %s\n", line.c_str());
+    }
   }
   ++(evaluation ? eval_compiles_ : compiles_);
   if (compiled_.size() >= kMaxGraphs) {
@@ -188,6 +193,7 @@ std::pair<Tensor, Tensor> CompiledTrainStep::trace_slice(const Tensor& x, const 
     amp::AutocastScope autocast(amp_);
     logits = net_(xi);
     loss = loss_(logits, yi);
+    placement_.insert(placement_.end(), autocast.decisions().begin(), autocast.decisions().end());
   }
   if (!loss.is_traced()) {
     throw Error("graph mode: the loss does not depend on the input batch");

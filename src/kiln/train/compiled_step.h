@@ -22,6 +22,7 @@
 
 #include "kiln/amp/level.h"
 #include "kiln/amp/loss_scale.h"
+#include "kiln/amp/placement.h"
 #include "kiln/graph/executor.h"
 #include "kiln/graph/tracer.h"
 #include "kiln/nn/cell.h"
@@ -63,6 +64,10 @@ class CompiledTrainStep {
   // The graph the last run used, after its passes.
   const graph::Executable& executable() const;
 
+  // Where the last compiled graph runs each op autocast weighed (amp/placement.h), in trace
+  // order; empty at O0, O3 and with AmpConfig::strict.
+  const std::vector<amp::PlacementDecision>& placement() const { return placement_; }
+
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
 
@@ -92,6 +97,7 @@ class CompiledTrainStep {
   optim::Optimizer& opt_;
   graph::CompileOptions options_;
   amp::AmpConfig amp_;
+  std::vector<amp::PlacementDecision> placement_;  // of the graph being (or last) compiled
   struct Compiled {
     bool training;    // the network's mode when traced (BatchNorm, dropout behave differently)
     bool evaluation;  // forward and loss only (evaluate), not a training step
