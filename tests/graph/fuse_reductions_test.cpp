@@ -33,6 +33,32 @@ TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
   EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::sum_to_shape)), 0);
 }
 
+// Mixed precision: a bf16 layer's relu_grad and bias gradient fuse too. The chain runs in f32
+// and only what is stored is rounded, so the fused result is held against the f32 computation
+// of the same bf16 inputs (the unfused graph rounds t to bf16 before summing: bf16 tolerance).
+TEST(FuseReductions, Bf16BiasGradientFusesAndSumsInF32) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor t = ops::relu_grad(in[0], in[1]);
+    return std::vector<Tensor>{ops::sum_to_shape(t, Shape{1024}),
+                               ops::matmul(t, in[2], true, false)};
+  };
+  std::vector<Tensor> in;
+  for (uint64_t seed : {1, 2})
+    in.push_back(ops::cast(random_tensor({512, 1024}, seed), DType::bf16));
+  in.push_back(ops::cast(random_tensor({512, 4}, 3), DType::bf16));
+  Compiled c = expect_fused_matches(fn, in, 0.1, 1e-2);
+  const Graph& g = c.exe->graph();
+  ASSERT_EQ(count_nodes(g, NodeType::fused_reduction), 1);
+  EXPECT_EQ(count_nodes(g, NodeType::op, int(ops::OpKind::sum_to_shape)), 0);
+  EXPECT_EQ(c.outputs[0].dtype(), DType::bf16);
+  std::vector<Tensor> wide;
+  for (const Tensor& t : in) wide.push_back(ops::cast(t, DType::f32));
+  const Tensor reference = ops::sum_to_shape(ops::relu_grad(wide[0], wide[1]), Shape{1024});
+  // f32 sums of the same bf16 values, rounded once: within bf16's half-ulp of the reference.
+  expect_all_close({ops::cast(c.outputs[0], DType::f32)}, {reference}, 1e-3, 4e-3,
+                   "fused bf16 vs f32 reference");
+}
+
 // Large enough that the kernel splits the work among threads, each way it can: the MLP's bias
 // gradient (one output row, the rows shared out, the chain's result also kept); a column sum
 // whose chain result lives only in per-thread chunks; rows longer than a chunk; and several

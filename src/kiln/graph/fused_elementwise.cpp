@@ -73,7 +73,10 @@ void FusedElementwise::run_flat(std::span<const FlatInput> inputs, int64_t offse
   // Broadcast scalars and bytes widened to floats, one tile per input.
   alignas(64) float staged[kMaxInputs][ops::kTile];
   for (size_t k = 0; k < inputs.size(); ++k) {
-    if (inputs[k].scalar) std::fill(staged[k], staged[k] + ops::kTile, inputs[k].f32[0]);
+    if (inputs[k].scalar) {
+      const float v = inputs[k].bf16 ? bf16_to_float(inputs[k].bf16[0]) : inputs[k].f32[0];
+      std::fill(staged[k], staged[k] + ops::kTile, v);
+    }
   }
   const float* ptrs[kMaxInputs];
   for (int64_t begin = 0; begin < n; begin += ops::kTile) {
@@ -86,6 +89,11 @@ void FusedElementwise::run_flat(std::span<const FlatInput> inputs, int64_t offse
         const uint8_t* bytes = in.u8 + offset + begin;
 #pragma omp simd
         for (int64_t i = 0; i < m; ++i) staged[k][i] = float(bytes[i]);
+        ptrs[k] = staged[k];
+      } else if (in.bf16) {
+        const bf16_t* b = in.bf16 + offset + begin;
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) staged[k][i] = bf16_to_float(b[i]);
         ptrs[k] = staged[k];
       } else {
         ptrs[k] = in.f32 + offset + begin;

@@ -12,9 +12,10 @@ namespace kiln::graph {
 
 // One external input of a chain that run_flat runs.
 struct FlatInput {
-  const float* f32 = nullptr;   // in the output's memory order, or one element when `scalar`
-  const uint8_t* u8 = nullptr;  // else bytes, read as 0.0f / 1.0f: a relu mask
-                                // (passes/compact_relu_masks.cpp)
+  const float* f32 = nullptr;    // in the output's memory order, or one element when `scalar`
+  const bf16_t* bf16 = nullptr;  // else bf16, widened tile by tile (or one element: `scalar`)
+  const uint8_t* u8 = nullptr;   // else bytes, read as 0.0f / 1.0f: a relu mask
+                                 // (passes/compact_relu_masks.cpp)
   bool scalar = false;
 };
 

@@ -8,6 +8,10 @@
 // end in thread order. When the chain and the reduction of each chunk forked and joined on their
 // own, the MLP's relu_grad + bias-gradient kernel ([512, 1024], 2 threads) took 0.125 ms, more
 // than the two unfused ops (0.10-0.12 ms); in one region it takes 0.100-0.105.
+//
+// bf16 (mixed precision): the chain runs in f32 on widened tiles and the sums are f32; only what
+// is stored is rounded to bf16 (the reduction's result, and the chain's result when shared), so
+// the bias gradient of a bf16 layer costs one pass as in f32.
 #include <omp.h>
 
 #include <algorithm>
@@ -52,19 +56,40 @@ class FusedReduction : public SpecialKernel {
       if (t.dtype() == DType::f32) {
         input.f32 = t.data<float>();
         input.scalar = t.numel() == 1;
+      } else if (t.dtype() == DType::bf16 && (t.is_contiguous() || t.numel() == 1)) {
+        input.bf16 = static_cast<const bf16_t*>(t.raw_data());
+        input.scalar = t.numel() == 1;
       } else if (t.dtype() == DType::u8 && t.is_contiguous()) {
         input.u8 = static_cast<const uint8_t*>(t.raw_data());
       } else {
-        throw Error(node_label(node) + ": input " + describe(t) + " is neither f32 nor a mask");
+        throw Error(node_label(node) + ": input " + describe(t) +
+                    " is neither f32, contiguous bf16 nor a mask");
       }
       inputs_.push_back(input);
     }
-    out_ = out[0].data<float>();
     if (out[0].numel() != geom_.outer * geom_.inner || !out[0].is_contiguous()) {
       throw Error(node_label(node) + ": output " + describe(out[0]) +
                   " does not match the reduction");
     }
-    if (out.size() > 1) chain_out_ = out[1].data<float>();
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].dtype() != DType::f32 && out[i].dtype() != DType::bf16) {
+        throw Error(node_label(node) + ": output " + describe(out[i]) + " is neither f32 nor bf16");
+      }
+    }
+    if (out[0].dtype() == DType::f32) {
+      out_ = out[0].data<float>();
+    } else {
+      out_bf16_ = static_cast<bf16_t*>(out[0].raw_data());
+      result_.resize(size_t(geom_.outer * geom_.inner));
+      out_ = result_.data();
+    }
+    if (out.size() > 1) {
+      if (out[1].dtype() == DType::f32) {
+        chain_out_ = out[1].data<float>();
+      } else {
+        chain_out_bf16_ = static_cast<bf16_t*>(out[1].raw_data());
+      }
+    }
     threads_ = std::max(1, omp_get_max_threads());
     const int64_t O = geom_.outer, I = geom_.inner;
     // The chain's result for one chunk: kChunk elements, or one row of I when that is longer.
@@ -108,6 +133,9 @@ class FusedReduction : public SpecialKernel {
       const float scale = float(1.0 / double(R));
       for (int64_t i = 0; i < O * I; ++i) out_[i] *= scale;
     }
+    if (out_bf16_) {
+      for (int64_t i = 0; i < O * I; ++i) out_bf16_[i] = float_to_bf16(out_[i]);
+    }
   }
 
  private:
@@ -117,6 +145,10 @@ class FusedReduction : public SpecialKernel {
     float* x = chain_out_ ? chain_out_ + begin
                           : chunks_.data() + size_t(t) * (chunks_.size() / size_t(threads_));
     chain_.run_flat(inputs_, begin, n, x);
+    if (chain_out_bf16_) {
+      bf16_t* stored = chain_out_bf16_ + begin;
+      for (int64_t i = 0; i < n; ++i) stored[i] = float_to_bf16(x[i]);
+    }
     return x;
   }
 
@@ -156,8 +188,11 @@ class FusedReduction : public SpecialKernel {
   bool mean_;
   ReductionGeometry geom_;
   std::vector<FlatInput> inputs_;
-  float* out_ = nullptr;
-  float* chain_out_ = nullptr;
+  float* out_ = nullptr;              // the f32 result (result_ when the output is bf16)
+  bf16_t* out_bf16_ = nullptr;        // the bf16 output, rounded from result_ at the end
+  float* chain_out_ = nullptr;        // the chain's f32 output, when shared
+  bf16_t* chain_out_bf16_ = nullptr;  // the chain's bf16 output, rounded chunk by chunk
+  std::vector<float> result_;
   int threads_ = 1;
   // Per thread: the chain's result for one chunk (when no other node reads it), the partial
   // result of a range of rows, the sum of one chunk's rows.

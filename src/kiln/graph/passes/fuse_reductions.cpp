@@ -19,11 +19,12 @@ bool is_reduction(const Node& n) {
 bool chain_of(const Graph& g, const Node& node, std::vector<FusedStep>& chain,
               std::vector<std::string>& members) {
   const ops::TensorMeta& out = g.value(node.outputs[0]).meta;
-  if (out.dtype != DType::f32) return false;
+  // f32, or bf16 (mixed precision) computed in f32 tiles and rounded where stored.
+  if (out.dtype != DType::f32 && out.dtype != DType::bf16) return false;
   for (ValueId v : node.inputs) {
     if (v == kNoValue) return false;
     const Value& x = g.value(v);
-    if (x.meta.dtype != DType::f32) return false;
+    if (x.meta.dtype != out.dtype) return false;
     if (x.meta.shape.numel() == 1) continue;
     if (!(x.meta == out)) return false;
     if (!dense_as_meta(g, v)) return false;
@@ -65,6 +66,7 @@ int fuse_reductions(Graph& graph) {
     ReductionGeometry geom;
     if (!reduction_geometry(xv.meta, reduction_mask(red.op, red.attrs, xv.meta), geom)) continue;
     if (graph.value(red.outputs[0]).meta.layout != ops::Layout::contiguous) continue;
+    if (graph.value(red.outputs[0]).meta.dtype != xv.meta.dtype) continue;
     // Does anything besides this reduction read the chain's result?
     bool shared = is_output[size_t(x)];
     for (NodeId u : users[size_t(x)]) shared = shared || u != rn;
