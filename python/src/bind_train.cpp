@@ -144,23 +144,24 @@ void bind_train(py::module_& m) {
       .def_property_readonly("latest_checkpoint", &train::ModelCheckpoint::latest_checkpoint);
 
   py::class_<train::Model>(train, "Model")
-      .def(
-          py::init([](std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> loss_fn,
-                      std::shared_ptr<optim::Optimizer> optimizer, std::vector<std::string> metrics,
-                      const std::string& amp_level, bool keep_batchnorm_fp32,
-                      const std::string& amp_dtype, const std::string& loss_scale) {
-            return std::make_unique<train::Model>(
-                std::move(network), std::move(loss_fn), std::move(optimizer),
-                train::ModelOptions{.amp_level = amp_level,
-                                    .keep_batchnorm_fp32 = keep_batchnorm_fp32,
-                                    .amp_dtype = amp_dtype,
-                                    .loss_scale = loss_scale,
-                                    .metrics = std::move(metrics)});
-          }),
-          py::arg("network"), py::arg("loss_fn"), py::arg("optimizer"), py::arg("metrics"),
-          py::arg("amp_level"), py::arg("keep_batchnorm_fp32"), py::arg("amp_dtype"),
-          py::arg("loss_scale"), py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
-          py::keep_alive<1, 4>())
+      .def(py::init([](std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> loss_fn,
+                       std::shared_ptr<optim::Optimizer> optimizer,
+                       std::vector<std::string> metrics, const std::string& amp_level,
+                       bool keep_batchnorm_fp32, const std::string& amp_dtype,
+                       const std::string& loss_scale, bool amp_strict) {
+             return std::make_unique<train::Model>(
+                 std::move(network), std::move(loss_fn), std::move(optimizer),
+                 train::ModelOptions{.amp_level = amp_level,
+                                     .keep_batchnorm_fp32 = keep_batchnorm_fp32,
+                                     .amp_dtype = amp_dtype,
+                                     .amp_strict = amp_strict,
+                                     .loss_scale = loss_scale,
+                                     .metrics = std::move(metrics)});
+           }),
+           py::arg("network"), py::arg("loss_fn"), py::arg("optimizer"), py::arg("metrics"),
+           py::arg("amp_level"), py::arg("keep_batchnorm_fp32"), py::arg("amp_dtype"),
+           py::arg("loss_scale"), py::arg("amp_strict") = false, py::keep_alive<1, 2>(),
+           py::keep_alive<1, 3>(), py::keep_alive<1, 4>())
       .def(
           "train",
           [](train::Model& model, int64_t epochs, const data::Dataset& dataset,

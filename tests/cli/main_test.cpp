@@ -36,6 +36,8 @@ TEST(KilnExecutable, InfoShowsCpuAndOneDnn) {
   EXPECT_NE(r.output.find("avx512f="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("avx512_bf16="), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("oneDNN: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("amp: bf16 arithmetic "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; path "), std::string::npos) << r.output;
   Result help = run("train --help");
   EXPECT_EQ(help.status, 0) << help.output;
   EXPECT_NE(help.output.find("--batch-size"), std::string::npos);

@@ -51,6 +51,7 @@ TEST(TrainCommand, DefaultsAreTheDefaultJob) {
   EXPECT_EQ(c.amp_level, "O0");
   EXPECT_EQ(c.amp_dtype, "bf16");
   EXPECT_TRUE(c.keep_batchnorm_fp32);
+  EXPECT_FALSE(c.amp_strict);
   EXPECT_EQ(c.loss_scale, "");
 }
 
@@ -89,6 +90,7 @@ TEST(TrainCommand, FlagsParse) {
                          "fixed:1024",
                          "--keep-batchnorm-fp32",
                          "off",
+                         "--amp-strict",
                          "--dump-graph",
                          "/g",
                          "--micro-batches",
@@ -112,8 +114,20 @@ TEST(TrainCommand, FlagsParse) {
   EXPECT_EQ(c.amp_dtype, "fp16");
   EXPECT_EQ(c.loss_scale, "fixed:1024");
   EXPECT_FALSE(c.keep_batchnorm_fp32);
+  EXPECT_TRUE(c.amp_strict);
   EXPECT_EQ(c.dump_graph, "/g");
   EXPECT_EQ(c.micro_batches, 2);
+}
+
+// amp-strict is a flag on the command line and a boolean key in the YAML file.
+TEST(TrainCommand, AmpStrictFromFlagOrYaml) {
+  EXPECT_FALSE(parse({"--amp-level", "O2"}).amp_strict);
+  EXPECT_TRUE(parse({"--amp-level", "O2", "--amp-strict"}).amp_strict);
+  const std::string yaml = write_yaml("amp_strict.yaml", "amp-level: O2\namp-strict: true\n");
+  const TrainConfig c = parse({"--config", yaml});
+  EXPECT_EQ(c.amp_level, "O2");
+  EXPECT_TRUE(c.amp_strict);
+  fs::remove(yaml);
 }
 
 TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {

@@ -46,7 +46,7 @@ def _metric_names(metrics):
 class Model:
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,
                  eval_indexes=None, amp_level="O0", boost_level="O0", keep_batchnorm_fp32=True,
-                 loss_scale_manager=None, amp_dtype="bf16"):
+                 loss_scale_manager=None, amp_dtype="bf16", amp_strict=False):
         if eval_network is not None or eval_indexes is not None:
             raise ValueError("Model: eval_network/eval_indexes are not available; Kiln evaluates "
                              "the network with loss_fn")
@@ -64,7 +64,8 @@ class Model:
             self._native = _kiln.train.Model(
                 network, loss_fn, optimizer, sorted(set(self._metrics.values())), amp_level,
                 keep_batchnorm_fp32, amp_dtype,
-                loss_scale_manager._spec() if loss_scale_manager is not None else "")
+                loss_scale_manager._spec() if loss_scale_manager is not None else "",
+                bool(amp_strict))
 
     def _require_native(self, method):
         if self._native is None:

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/threads.h"
+#include "kiln/ops/cpu_support.h"
 
 namespace kiln::cli {
 namespace {
@@ -76,6 +77,15 @@ nlohmann::ordered_json collect() {
   j["onednn"]["hash"] = v->hash ? v->hash : "";
   j["onednn"]["cpu_runtime"] = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other";
   j["onednn"]["effective_isa"] = dnnl_isa_name(dnnl_get_effective_cpu_isa());
+  const bool bf16_instructions = cpu.has("avx512_bf16");
+  const AmpPath path = amp_path(bf16_instructions, cpu.has("amx_bf16"),
+                                j["onednn"]["effective_isa"].get<std::string>(),
+                                ops::arithmetic_available(DType::bf16));
+  j["amp"]["bf16_arithmetic"] = ops::arithmetic_available(DType::bf16);
+  j["amp"]["bf16_instructions"] = bf16_instructions;
+  j["amp"]["amx"] = cpu.has("amx_bf16");
+  j["amp"]["path"] = path.name;
+  j["amp"]["description"] = path.description;
   j["threads"]["kernel_threads"] = kiln::num_threads();
   j["threads"]["available_cores"] = kiln::available_cores();
   j["threads"]["omp_max_threads"] = omp_get_max_threads();
@@ -109,6 +119,12 @@ void print_text(const nlohmann::ordered_json& j) {
   std::cout << "oneDNN: " << j["onednn"]["version"].get<std::string>() << " (isa "
             << j["onednn"]["effective_isa"].get<std::string>() << ", runtime "
             << j["onednn"]["cpu_runtime"].get<std::string>() << ")\n";
+  std::cout << "amp: bf16 arithmetic " << (j["amp"]["bf16_arithmetic"].get<bool>() ? "yes" : "no")
+            << ", bf16 instructions (AVX512_BF16) "
+            << (j["amp"]["bf16_instructions"].get<bool>() ? "yes" : "no") << ", AMX "
+            << (j["amp"]["amx"].get<bool>() ? "yes" : "no") << "; path "
+            << j["amp"]["path"].get<std::string>() << ": "
+            << j["amp"]["description"].get<std::string>() << "\n";
   std::cout << "threads: " << j["threads"]["kernel_threads"].get<int>() << " kernel threads, "
             << j["threads"]["available_cores"].get<int>() << " available cores\n";
   std::cout << "libraries:";
@@ -118,6 +134,28 @@ void print_text(const nlohmann::ordered_json& j) {
 }
 
 }  // namespace
+
+AmpPath amp_path(bool bf16_instructions, bool amx, std::string_view onednn_isa,
+                 bool bf16_arithmetic) {
+  constexpr const char* kPlacement =
+      "O1/O2 put each convolution and matmul in bf16 only where it is faster here, casts "
+      "included (timed once per shape at compile time; --amp-strict: MindSpore's placement)";
+  if (!bf16_arithmetic) {
+    return {"float32", "no bf16 arithmetic on this CPU: O1-O3 train in float32"};
+  }
+  if (onednn_isa.find("amx") != std::string_view::npos) {
+    return {"amx", std::string("bf16 convolutions and matmuls on AMX tiles; ") + kPlacement};
+  }
+  if (bf16_instructions) {
+    return {"avx512_bf16", std::string(amx ? "bf16 dot products on AVX512_BF16, AMX left off "
+                                             "(ONEDNN_MAX_CPU_ISA); "
+                                           : "bf16 dot products on AVX512_BF16, no AMX; ") +
+                               kPlacement};
+  }
+  return {"avx512_emulated",
+          std::string("bf16 converted to fp32 in AVX-512 registers (no bf16 instructions); ") +
+              kPlacement};
+}
 
 bool CpuFeatures::has(const std::string& flag) const {
   for (auto& [n, on] : flags) {

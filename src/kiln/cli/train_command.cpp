@@ -275,6 +275,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                      {.amp_level = c.amp_level,
                       .keep_batchnorm_fp32 = c.keep_batchnorm_fp32,
                       .amp_dtype = c.amp_dtype,
+                      .amp_strict = c.amp_strict,
                       .loss_scale = c.loss_scale,
                       .metrics = {"accuracy", "loss"},
                       .compile_log = c.compile_log});
@@ -363,6 +364,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["optimizer"] = c.optimizer;
     j["amp_level"] = c.amp_level;
     j["amp_dtype"] = c.amp_dtype;
+    j["amp_strict"] = c.amp_strict;
     j["skipped_steps"] = r.skipped_steps;
     j["epochs"] = r.epochs;
     j["steps"] = r.steps;
@@ -433,6 +435,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
       ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
   cmd->add_option("--amp-dtype", c->amp_dtype, "bf16 | fp16: the low-precision type (default bf16)")
       ->check(CLI::IsMember({"bf16", "fp16"}));
+  cmd->add_flag("--amp-strict", c->amp_strict,
+                "O1/O2 with bf16: MindSpore's placement op for op, even where bf16 is slower "
+                "than fp32 on this CPU (default: bf16 only where it pays, casts included)");
   cmd->add_option("--keep-batchnorm-fp32", *keep_bn,
                   "on | off: BatchNorm in fp32 at O2 (default on)")
       ->check(CLI::IsMember({"on", "off"}));

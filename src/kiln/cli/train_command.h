@@ -31,8 +31,9 @@ struct TrainConfig {
   std::string amp_level = "O0";
   std::string amp_dtype = "bf16";  // bf16 | fp16: the low-precision type of O1..O3
   bool keep_batchnorm_fp32 = true;
-  std::string loss_scale;  // dynamic | fixed:N | none | "" (the level's default)
-  int threads = 0;         // 0: every available core
+  bool amp_strict = false;  // MindSpore's bf16 placement, whether or not it pays on this CPU
+  std::string loss_scale;   // dynamic | fixed:N | none | "" (the level's default)
+  int threads = 0;          // 0: every available core
   uint64_t seed = 1;
   std::string data_dir;    // Fashion-MNIST's folder when --data is not given
   std::string data;        // data_spec.h grammar; empty: fashion-mnist[:data_dir]

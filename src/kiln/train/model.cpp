@@ -73,6 +73,7 @@ Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> lo
     amp_.level = amp::AmpLevel::O0;
   }
   amp_.keep_batchnorm_fp32 = options_.keep_batchnorm_fp32;
+  amp_.strict = options_.amp_strict;
   loss_scale_ = amp::make_loss_scale_manager(options_.loss_scale, amp_);
   for (const std::string& m : options_.metrics) metric_by_name(m);  // validate early
   if (optimizer_) {
@@ -131,6 +132,14 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
     std::optional<amp::AutocastScope> autocast;
     if (amp_.level != amp::AmpLevel::O0) autocast.emplace(amp_);
     loss = loss_fn_->construct(network_->construct(data), label);
+    // Eager mode places every step anew (from timings measured once per shape); the first
+    // step's choices are the ones every step with these shapes makes.
+    if (autocast && !placement_logged_ && options_.compile_log) {
+      for (const std::string& line : amp::describe_decisions(autocast->decisions())) {
+        std::cerr << "kiln amp placement: " << line << "\n";
+      }
+      placement_logged_ = true;
+    }
   }
   float value = scalar_loss(loss);
   // Data parallel: each gradient goes to its bucket as the backward makes it; finish() returns

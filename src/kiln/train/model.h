@@ -27,6 +27,9 @@ struct ModelOptions {
   std::string amp_level = "O0";
   bool keep_batchnorm_fp32 = true;
   std::string amp_dtype = "bf16";  // low-precision dtype: bf16 or fp16
+  // bf16 at O1/O2 goes only where it pays on this CPU (amp/placement.h); amp_strict keeps
+  // MindSpore's placement op for op.
+  bool amp_strict = false;
   // "dynamic", "fixed:N", "none" or "" (MindSpore's default for the level: dynamic for fp16
   // at O2/O3). Overflowed steps are skipped, the optimizer's global step still advances.
   std::string loss_scale;
@@ -103,7 +106,8 @@ class Model {
   std::unique_ptr<CompiledTrainStep> compiled_;         // created on the first graph-mode step
   std::unique_ptr<parallel::GradientReducer> reducer_;  // eager data parallelism
   bool joined_ = false;                                 // join_data_parallel ran
-  int compiles_traced_ = 0;  // compiled graphs a profiler (step_trace.h) was told of
+  bool placement_logged_ = false;  // eager: the first step's AMP placement was printed
+  int compiles_traced_ = 0;        // compiled graphs a profiler (step_trace.h) was told of
 };
 
 }  // namespace kiln::train

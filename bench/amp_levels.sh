@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Mixed precision against fp32 on this CPU: one model's compiled training step (graph mode, fusion
+# on) at O0, at O2 (bf16 where it pays, amp/placement.h) and at O2 with --amp-strict
+# (MindSpore's placement), run alternately so all three see the same machine load. Prints the
+# median step time of --repeats runs of each and the speed-ups over O0.
+#
+#   bench/amp_levels.sh [--build DIR] [--repeats N] [--threads N] [--steps N] [model:batch ...]
+#                       (default: mlp:512 resnet20:128 lenet:64)
+#
+# ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 in the environment measures the no-AMX path on a CPU that
+# has AMX.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../build"
+repeats=5
+threads=2
+steps=""
+configs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    *) configs+=("$1"); shift ;;
+  esac
+done
+[ ${#configs[@]} -gt 0 ] || configs=(mlp:512 resnet20:128 lenet:64)
+bench="$build/bench/kiln_graph_step_bench"
+[ -x "$bench" ] || { echo "amp_levels: $bench not found; build kiln_graph_step_bench" >&2; exit 1; }
+# shellcheck source=bench/side_by_side.sh
+source "$here/side_by_side.sh"
+
+default_steps() {
+  case "$1" in lenet) echo 200 ;; resnet20) echo 10 ;; mlp) echo 60 ;; *) echo 30 ;; esac
+}
+step_ms() {  # model batch steps args...
+  OMP_NUM_THREADS=$threads timeout 600 "$bench" "$1" "$2" graph on "$3" "${@:4}" 2>/dev/null |
+    tail -n 1 | field step_ms
+}
+
+printf '%-10s %6s %10s %10s %14s %8s %14s\n' model batch O0_ms O2_ms O2_strict_ms O2/O0 strict/O0
+for cfg in "${configs[@]}"; do
+  model=${cfg%%:*}
+  batch=${cfg##*:}
+  n=${steps:-$(default_steps "$model")}
+  o0=(); o2=(); strict=()
+  for ((r = 0; r < repeats; r++)); do
+    o0+=("$(step_ms "$model" "$batch" "$n" --amp-level O0)")
+    o2+=("$(step_ms "$model" "$batch" "$n" --amp-level O2)")
+    strict+=("$(step_ms "$model" "$batch" "$n" --amp-level O2 --amp-strict)")
+  done
+  a=$(printf '%s\n' "${o0[@]}" | median)
+  b=$(printf '%s\n' "${o2[@]}" | median)
+  c=$(printf '%s\n' "${strict[@]}" | median)
+  printf '%-10s %6s %10.2f %10.2f %14.2f %7.2fx %13.2fx\n' "$model" "$batch" "$a" "$b" "$c" \
+    "$(python3 -c "print($a / $b)")" "$(python3 -c "print($a / $c)")"
+done
