@@ -73,7 +73,7 @@ TEST(Placement, KeepsFp32WhenTheCastsEatTheGain) {
             DType::bf16);
 }
 
-TEST(Placement, ATieKeepsFp32) {
+TEST(Placement, ATieOrASmallSavingKeepsFp32) {
   FixedCostModel model;
   model.cast_ns_per_element = 0.0;
   const auto in = metas({{Shape{4, 4}, DType::f32}, {Shape{4, 4}, DType::f32}});
@@ -83,6 +83,10 @@ TEST(Placement, ATieKeepsFp32) {
   model.ops[OpKind::matmul] = {.f32_ms = 1.0, .low_ms = 0.85};
   EXPECT_EQ(choose_dtype(model, OpKind::matmul, in, ops::NoAttrs{}, 2, DType::bf16, nullptr),
             DType::bf16);
+  // Twice as fast, but saving less than kMinLowPrecisionSavingMs: fp32.
+  model.ops[OpKind::matmul] = {.f32_ms = 0.04, .low_ms = 0.02};
+  EXPECT_EQ(choose_dtype(model, OpKind::matmul, in, ops::NoAttrs{}, 2, DType::bf16, nullptr),
+            DType::f32);
 }
 
 TEST(Placement, UnknownCostLeavesTheChoiceToTheLevel) {

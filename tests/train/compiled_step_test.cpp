@@ -255,7 +255,8 @@ namespace {
 TEST(CompiledTrainStep, AmpO2MatchesEagerO2) {
   if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   autograd::install_tape();
-  const amp::AmpConfig o2{amp::AmpLevel::O2, DType::bf16, true};
+  // MindSpore's placement in both modes (the cost-weighed one is held against eager below).
+  const amp::AmpConfig o2{.level = amp::AmpLevel::O2, .strict = true};
   for (const std::string model : {"lenet", "resnet20"}) {
     Trainer eager(model), graph(model);
     CompiledTrainStep step(*graph.net, graph.loss, *graph.opt, {.fusion = true}, o2);
@@ -278,6 +279,62 @@ TEST(CompiledTrainStep, AmpO2MatchesEagerO2) {
       EXPECT_NEAR(lg, le, 2e-2 * std::max(1.f, std::abs(le))) << model << " step " << s;
     }
     for (const Tensor& p : graph.net->trainable_params()) EXPECT_EQ(p.dtype(), DType::f32);
+  }
+}
+
+// A cost model by which bf16 always pays: every convolution and matmul is placed in bf16.
+class Bf16AlwaysPays : public amp::CostModel {
+ public:
+  std::optional<double> op_ms(const amp::OpQuery& q) override {
+    return is_low_precision(q.inputs[0].dtype) ? 1.0 : 4.0;
+  }
+  double cast_ms(int64_t, DType, DType) override { return 0.0; }
+};
+
+// The first graph with bf16 races the fp32 step on the batch and keeps the faster; the trial
+// steps leave no trace: one step afterwards is one step from the initial state, equal to an O0
+// graph's step when fp32 won and to an eager step with the same placement when bf16 did.
+TEST(CompiledTrainStep, AmpRaceAgainstFp32LeavesTheStateAlone) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
+  autograd::install_tape();
+  const amp::AmpConfig o2{.level = amp::AmpLevel::O2,
+                          .cost_model = std::make_shared<Bf16AlwaysPays>()};
+  Trainer raced("lenet"), reference("lenet");
+  CompiledTrainStep step(*raced.net, raced.loss, *raced.opt, {.fusion = true}, o2);
+  step.set_verbose(false);
+  const Tensor x = batch_images(16, 300), y = batch_labels(16, 400);
+  const float lg = step.run(x, y).item<float>();
+  EXPECT_EQ(raced.opt->global_step(), 1);
+  float lr;
+  double tolerance;
+  if (step.amp_fell_back_to_fp32()) {
+    EXPECT_TRUE(step.placement().empty());
+    CompiledTrainStep fp32(*reference.net, reference.loss, *reference.opt, {.fusion = true});
+    fp32.set_verbose(false);
+    lr = fp32.run(x, y).item<float>();
+    tolerance = 1e-5;
+  } else {
+    EXPECT_FALSE(step.placement().empty());
+    reference.opt->prepare_step();
+    Tensor l;
+    {
+      amp::AutocastScope autocast(o2);
+      l = reference.loss(reference.net->construct(x), y);
+    }
+    reference.opt->apply(autograd::grad(l, reference.net->trainable_params()));
+    reference.opt->advance();
+    lr = l.item<float>();
+    tolerance = 2e-2;
+  }
+  EXPECT_NEAR(lg, lr, tolerance * std::max(1.f, std::abs(lr)));
+  const auto a = raced.net->state_and_names(), b = reference.net->state_and_names();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> va = a[i].second.to_vector<float>(),
+                             vb = b[i].second.to_vector<float>();
+    double worst = 0;
+    for (size_t k = 0; k < va.size(); ++k) worst = std::max(worst, double(std::abs(va[k] - vb[k])));
+    EXPECT_LT(worst, tolerance) << a[i].first;
   }
 }
 

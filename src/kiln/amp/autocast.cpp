@@ -11,6 +11,9 @@ namespace {
 
 thread_local std::optional<AmpConfig> t_config;
 thread_local std::vector<PlacementDecision>* t_decisions = nullptr;  // the innermost scope's
+// Set when the hook returns true: the dispatcher's next call is the op rerun on the cast inputs,
+// already placed.
+thread_local bool t_rerun = false;
 
 bool is_norm(ops::OpKind kind) {
   return kind == ops::OpKind::batch_norm || kind == ops::OpKind::batch_norm_grad ||
@@ -63,7 +66,7 @@ DType followed_dtype(std::span<const Tensor> inputs, size_t cast_count, DType lo
 
 bool autocast_hook(ops::OpKind kind, std::span<const Tensor> inputs, const ops::Attrs& attrs,
                    std::vector<Tensor>& cast_inputs) {
-  if (!t_config) return false;
+  if (!t_config || std::exchange(t_rerun, false)) return false;
   std::vector<DType> dtypes;
   dtypes.reserve(inputs.size());
   for (const Tensor& t : inputs) dtypes.push_back(t.dtype());
@@ -94,6 +97,7 @@ bool autocast_hook(ops::OpKind kind, std::span<const Tensor> inputs, const ops::
       changed = true;
     }
   }
+  t_rerun = changed;
   return changed;
 }
 

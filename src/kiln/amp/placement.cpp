@@ -69,7 +69,9 @@ std::optional<DType> choose_dtype(CostModel& model, ops::OpKind kind,
   if (!low_ms) return std::nullopt;
   std::optional<double> f32_ms = cost_in(model, kind, inputs, attrs, cast_count, DType::f32);
   if (!f32_ms) return std::nullopt;
-  const DType chosen = *low_ms < kLowPrecisionMargin * *f32_ms ? low : DType::f32;
+  const bool pays =
+      *low_ms < kLowPrecisionMargin * *f32_ms && *f32_ms - *low_ms >= kMinLowPrecisionSavingMs;
+  const DType chosen = pays ? low : DType::f32;
   if (log) log->push_back({kind, describe_metas(inputs), chosen, *low_ms, *f32_ms});
   return chosen;
 }

@@ -67,12 +67,28 @@ class CompiledTrainStep {
   // Where the last compiled graph runs each op autocast weighed (amp/placement.h), in trace
   // order; empty at O0, O3 and with AmpConfig::strict.
   const std::vector<amp::PlacementDecision>& placement() const { return placement_; }
+  // Whether the first training graph with bf16 in it lost to the same step in fp32 on this CPU,
+  // so that every graph since is compiled in fp32 (never with AmpConfig::strict).
+  bool amp_fell_back_to_fp32() const { return amp_fell_back_; }
 
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
 
  private:
   graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
+  // Traces one step (or evaluation forward) under `amp` and compiles it; sets placement_.
+  std::unique_ptr<graph::Executable> trace_and_compile(const Tensor& images, const Tensor& labels,
+                                                       bool evaluation, const amp::AmpConfig& amp,
+                                                       int& slices);
+  // Mixed precision that weighs costs: the first training graph with bf16 in it races the same
+  // step compiled in fp32 (a few steps each, on this batch, the state restored after) and the
+  // faster one is kept, so O1/O2 are never slower than O0 (what the per-op costs cannot see:
+  // fusions that only fp32 gets). Returns the graph to keep.
+  std::unique_ptr<graph::Executable> faster_than_fp32(std::unique_ptr<graph::Executable> mixed,
+                                                      const Tensor& images, const Tensor& labels);
+  // One step of `exe` in milliseconds of the process's CPU time; its effects stay (the caller
+  // restores the state).
+  double trial_step_ms(graph::Executable& exe, const Tensor& images, const Tensor& labels);
   // The compiled graph of this kind for these inputs and the network's mode, compiling it once.
   graph::Executable& select(const std::vector<Tensor>& inputs, bool evaluation);
   // Slice i of `slices` equal slices of the traced batch through the network and the loss, under
@@ -98,6 +114,9 @@ class CompiledTrainStep {
   graph::CompileOptions options_;
   amp::AmpConfig amp_;
   std::vector<amp::PlacementDecision> placement_;  // of the graph being (or last) compiled
+  amp::AmpConfig tracing_amp_;                     // the config of the trace under way
+  bool amp_raced_ = false;                         // the race of faster_than_fp32 was run
+  bool amp_fell_back_ = false;  // ... and fp32 won: graphs are traced at O0 since
   struct Compiled {
     bool training;    // the network's mode when traced (BatchNorm, dropout behave differently)
     bool evaluation;  // forward and loss only (evaluate), not a training step

@@ -14,6 +14,25 @@ bool laid_out_as_meta(const Graph& g, ValueId v) {
   return dense_as_meta(g, v);
 }
 
+// Mixed precision: momentum(p, cast(g_bf16 -> f32), ...) reads g_bf16 directly (the update ops
+// widen a bf16 gradient as they read it, ops/optimizer/common.h), so the cast pass over every
+// weight gradient goes. Returns the bf16 gradient, or kNoValue.
+ValueId bf16_gradient_behind_cast(const Graph& g, const Node& update) {
+  if (update.op != OpKind::momentum_update && update.op != OpKind::sgd_update) return kNoValue;
+  const Value& grad = g.value(update.inputs[1]);
+  if (grad.producer < 0) return kNoValue;
+  const Node& cast = g.node(grad.producer);
+  if (cast.dead || cast.type != NodeType::op || cast.op != OpKind::cast) return kNoValue;
+  const ValueId source = cast.inputs[0];
+  const ops::TensorMeta& m = g.value(source).meta;
+  const ops::TensorMeta& param = g.value(update.inputs[0]).meta;
+  if (m.dtype != DType::bf16 || m.shape != param.shape || m.layout != param.layout ||
+      !dense_as_meta(g, source)) {
+    return kNoValue;
+  }
+  return source;
+}
+
 }  // namespace
 
 int simplify_algebra(Graph& graph) {
@@ -21,6 +40,13 @@ int simplify_algebra(Graph& graph) {
   int rewrites = 0;
   for (NodeId n : graph.schedule()) {
     Node& node = graph.node(n);
+    if (node.type == NodeType::op && is_optimizer_update(node)) {
+      if (const ValueId g = bf16_gradient_behind_cast(graph, node); g != kNoValue) {
+        node.inputs[1] = g;
+        ++rewrites;
+      }
+      continue;
+    }
     if (node.type != NodeType::op || !is_pure(node) || node.outputs.size() != 1) continue;
     const ValueId out = node.outputs[0];
     ValueId replacement = kNoValue;

@@ -50,6 +50,20 @@ inline float scalar_value(const Tensor& t) {
   return *static_cast<const float*>(t.raw_data());
 }
 
+// Mixed precision: a bf16 layer's weight gradient reaches momentum and SGD updates as bf16 (the
+// compiled graph drops the cast to f32 in between, graph/passes/simplify.cpp), widened element by
+// element as the update reads it: one read of half the bytes instead of a cast pass and an f32
+// read.
+inline bool reads_bf16_gradient(const Tensor& grad, const Tensor& param) {
+  return grad.dtype() == DType::bf16 && grad.strides() == param.strides() && grad.is_dense();
+}
+inline float gradient_value(const float* g, int64_t i) {
+  return g[i];
+}
+inline float gradient_value(const bf16_t* g, int64_t i) {
+  return bf16_to_float(g[i]);
+}
+
 // The gradient as f32 in exactly the parameter's memory order, so one flat index walks both.
 inline Tensor aligned_gradient(const Tensor& grad, const Tensor& param) {
   if (grad.dtype() == DType::f32 && grad.strides() == param.strides() && grad.is_dense()) {

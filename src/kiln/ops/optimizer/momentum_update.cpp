@@ -17,11 +17,11 @@ std::vector<TensorMeta> momentum_infer(std::span<const TensorMeta> in, const Att
   return {};
 }
 
-template <bool Nesterov>
-void momentum_pass(float* p, const float* g, float* vel, int64_t n, float lr, float mu, float wd) {
+template <bool Nesterov, class Grad>
+void momentum_pass(float* p, const Grad* g, float* vel, int64_t n, float lr, float mu, float wd) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i] + wd * p[i];
+    float gi = gradient_value(g, i) + wd * p[i];
     float v = mu * vel[i] + gi;
     vel[i] = v;
     p[i] -= lr * (Nesterov ? gi + mu * v : v);
@@ -33,17 +33,23 @@ void momentum_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs&
   const Tensor& param = in[0];
   check_param_layout(kName, param);
   check_state_layout(kName, "the velocity", param, in[2]);
-  Tensor grad = aligned_gradient(in[1], param);
   float* p = static_cast<float*>(param.raw_data());
-  const float* g = static_cast<const float*>(grad.raw_data());
   float* vel = static_cast<float*>(in[2].raw_data());
   const float lr = scalar_value(in[3]);
   const float mu = float(attrs.momentum), wd = float(attrs.weight_decay);
-  if (attrs.nesterov) {
-    momentum_pass<true>(p, g, vel, param.numel(), lr, mu, wd);
-  } else {
-    momentum_pass<false>(p, g, vel, param.numel(), lr, mu, wd);
+  auto update = [&](const auto* g) {
+    if (attrs.nesterov) {
+      momentum_pass<true>(p, g, vel, param.numel(), lr, mu, wd);
+    } else {
+      momentum_pass<false>(p, g, vel, param.numel(), lr, mu, wd);
+    }
+  };
+  if (reads_bf16_gradient(in[1], param)) {
+    update(static_cast<const bf16_t*>(in[1].raw_data()));
+    return;
   }
+  const Tensor grad = aligned_gradient(in[1], param);
+  update(static_cast<const float*>(grad.raw_data()));
 }
 
 Cost momentum_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {

@@ -17,14 +17,20 @@ void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const SgdAttrs& attrs = a.as<SgdAttrs>();
   const Tensor& param = in[0];
   check_param_layout(kName, param);
-  Tensor grad = aligned_gradient(in[1], param);
   float* p = static_cast<float*>(param.raw_data());
-  const float* g = static_cast<const float*>(grad.raw_data());
   const float lr = scalar_value(in[2]);
   const float wd = float(attrs.weight_decay);
   const int64_t n = param.numel();
+  auto update = [&](const auto* g) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (gradient_value(g, i) + wd * p[i]);
+  };
+  if (reads_bf16_gradient(in[1], param)) {
+    update(static_cast<const bf16_t*>(in[1].raw_data()));
+    return;
+  }
+  const Tensor grad = aligned_gradient(in[1], param);
+  update(static_cast<const float*>(grad.raw_data()));
 }
 
 Cost sgd_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
