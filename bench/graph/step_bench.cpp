@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
   }
   if (graph_mode && std::getenv("KILN_BENCH_REPORT")) {
     std::fprintf(stderr, "%s\n", step.report().str().c_str());
+    if (graph_mode && step.amp_fell_back_to_fp32()) {
+      std::fprintf(stderr, "amp placement: the fp32 step was faster; trained in fp32\n");
+    }
     for (const std::string& line : amp::describe_decisions(step.placement())) {
       std::fprintf(stderr, "amp placement: %s\n", line.c_str());
     }
