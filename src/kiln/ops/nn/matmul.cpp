@@ -2,6 +2,7 @@
 // transpose_a/transpose_b are expressed as strides, so neither the forward nor the gradients
 // (which use the transposed forms) ever copy an operand.
 #include "kiln/ops/detail/nn_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -159,6 +160,7 @@ const OpDef op_def_matmul = {
     .amp = AmpClass::low_precision,
     .f16_kernels = false,
     .cost = matmul_cost,
+    .shard = &kMatmulShardRule,
 };
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
