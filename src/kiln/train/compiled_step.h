@@ -17,6 +17,7 @@
 // and its inverse live in state scalars written before each step: a changing dynamic scale
 // never recompiles.
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,10 @@ class CompiledTrainStep {
   int compiles() const { return compiles_; }
   // The graph the last run used, after its passes.
   const graph::Executable& executable() const;
+
+  // SEMI_AUTO_PARALLEL: the plan of the last compiled graph (ShardingPlan::str, as this rank
+  // runs it), printed in the compile log on rank 0; empty in other modes.
+  const std::string& parallel_plan() const { return parallel_plan_; }
 
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
@@ -109,6 +114,7 @@ class CompiledTrainStep {
   bool verbose_ = true;
   amp::LossScaleManager* loss_scale_;
   Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step
+  std::string parallel_plan_;
   bool last_skipped_ = false;
 };
 
