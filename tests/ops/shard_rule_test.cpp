@@ -12,6 +12,8 @@
 namespace kiln::ops {
 namespace {
 
+using Metas = std::vector<TensorMeta>;
+
 TensorMeta f32(std::vector<int64_t> dims) {
   return {Shape(std::move(dims)), DType::f32};
 }
@@ -101,10 +103,12 @@ TEST(ShardRules, MatmulContractedSplitMakesPartialSumsRowSplitNone) {
 }
 
 TEST(ShardRules, MeanOverASplitAxisScalesEachRanksMean) {
-  ShardedForm f = shard_form(OpKind::mean, {f32({8, 4})}, ReduceAttrs{.axes = {}}, {{4, 1}}, 4);
+  ShardedForm f =
+      shard_form(OpKind::mean, Metas{f32({8, 4})}, ReduceAttrs{.axes = {}}, {{4, 1}}, 4);
   EXPECT_EQ(f.output_partial[0], std::vector<int>({0}));
   EXPECT_DOUBLE_EQ(f.output_scale, 0.25);
-  ShardedForm s = shard_form(OpKind::sum, {f32({8, 4})}, ReduceAttrs{.axes = {1}}, {{4, 1}}, 4);
+  ShardedForm s =
+      shard_form(OpKind::sum, Metas{f32({8, 4})}, ReduceAttrs{.axes = {1}}, {{4, 1}}, 4);
   EXPECT_TRUE(s.output_partial[0].empty());
   EXPECT_EQ(s.output_maps[0], std::vector<int>({0}));
 }
@@ -121,14 +125,14 @@ TEST(ShardRules, PropagationFollowsANeighboursSplit) {
   ASSERT_TRUE(s);
   EXPECT_EQ(*s, Strategy({{1, 2}, {1, 2}}));
   // A softmax keeps its axis whole whatever it is fed.
-  s = op_def(OpKind::softmax).shard->follow({f32({8, 32})}, AxisAttrs{.axis = -1}, 0, {2, 2});
+  s = op_def(OpKind::softmax).shard->follow(Metas{f32({8, 32})}, AxisAttrs{.axis = -1}, 0, {2, 2});
   EXPECT_EQ(*s, Strategy({{2, 1}}));
   // A reshape keeps a leading split.
   s = op_def(OpKind::reshape)
-          .shard->follow({f32({8, 4, 6})}, ShapeAttrs{.shape = {8, 24}}, 0, {2, 1, 1});
+          .shard->follow(Metas{f32({8, 4, 6})}, ShapeAttrs{.shape = {8, 24}}, 0, {2, 1, 1});
   EXPECT_EQ(*s, Strategy({{2, 1, 1}}));
-  ShardedForm r =
-      shard_form(OpKind::reshape, {f32({8, 4, 6})}, ShapeAttrs{.shape = {8, 24}}, {{2, 1, 1}}, 2);
+  ShardedForm r = shard_form(OpKind::reshape, Metas{f32({8, 4, 6})}, ShapeAttrs{.shape = {8, 24}},
+                             {{2, 1, 1}}, 2);
   EXPECT_EQ(r.local_attrs.as<ShapeAttrs>().shape, std::vector<int64_t>({4, 24}));
 }
 

@@ -122,8 +122,12 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
       try {
         const std::optional<ops::Strategy> s = derive();
         if (!s) return;
-        OpPlan c = make_plan(g, m, *s, OpPlan::Source::propagated,
-                             "follows the split of " + node_ref(g, from), ranks);
+        const std::string why = ops::is_replicated(*s)
+                                    ? "runs whole: it cannot take the split or partial sums of " +
+                                          node_ref(g, from) +
+                                          " as they are, so they are redistributed for it"
+                                    : "follows the split of " + node_ref(g, from);
+        OpPlan c = make_plan(g, m, *s, OpPlan::Source::propagated, why, ranks);
         const double cost = edge_cost(m, c);
         if (!best || cost < best_cost) {
           best = std::move(c);
@@ -217,6 +221,7 @@ std::string ShardingPlan::str(const Graph& g, int64_t rank, const CommCostModel&
   std::ostringstream s;
   s << "SEMI_AUTO_PARALLEL plan for " << ranks << " ranks (redistributions as rank " << rank
     << " runs them):\n";
+  double flops = 0, seconds = 0;
   for (NodeId id : g.schedule()) {
     if (!ops[size_t(id)]) continue;
     const OpPlan& p = *ops[size_t(id)];
@@ -232,11 +237,15 @@ std::string ShardingPlan::str(const Graph& g, int64_t rank, const CommCostModel&
       const Redistribution r =
           plan_redistribution(*held[size_t(n.inputs[i])], p.inputs[i], rank, v.meta.dtype, model);
       if (r.empty()) continue;
+      seconds += r.seconds;
       s << "\n      input " << i << " (%" << n.inputs[i] << (v.name.empty() ? "" : " " + v.name)
         << "): " << r.str() << " (~" << r.seconds * 1e6 << " us)";
     }
     s << "\n      per rank: " << p.cost_per_rank.flops / 1e6 << " MFLOP\n";
+    flops += p.cost_per_rank.flops;
   }
+  s << "  forward per rank: " << flops / 1e6 << " MFLOP, ~" << seconds * 1e6
+    << " us of redistribution (alpha-beta model; the backward mirrors it)\n";
   for (size_t v = 0; v < g.num_values(); ++v) {
     const graph::Value& value = g.value(ValueId(v));
     if (value.kind != graph::ValueKind::state || !held[v] || held[v]->is_replicated()) continue;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "kiln/ops/functional.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/parallel/semi_auto.h"
+#include "kiln/train/checkpoint.h"
 #include "kiln/train/compiled_step.h"
 
 namespace kiln {
@@ -49,6 +51,8 @@ std::pair<Tensor, Tensor> batch(int step) {
 struct Trained {
   std::vector<float> losses;
   std::vector<nn::NamedTensor> params;
+  std::vector<nn::NamedTensor> checkpoint;  // as saved by save_checkpoint, read back
+  Tensor eval_logits;                       // evaluate() on batch 0 after training
   std::string plan;
 };
 
@@ -79,9 +83,38 @@ Trained train(const SetStrategies& strategies) {
   }
   out.params = parallel::gather_whole(net.parameters_and_names());
   out.plan = step.parallel_plan();
+  out.eval_logits = step.evaluate(batch(0).first, batch(0).second).first;
+  // Every rank calls save_checkpoint; under SEMI_AUTO rank 0 writes the gathered whole tensors.
+  // One file for the job when sharded (rank 0 writes it), one per rank for the reference runs.
+  const std::string name = "kiln_semi_auto_mlp_" + std::to_string(comm::size()) +
+                           (sharded ? "" : "_ref_" + std::to_string(comm::rank()));
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (name + ".safetensors")).string();
+  train::save_checkpoint(net, path);
+  comm::barrier();
+  out.checkpoint = train::load_checkpoint(path).tensors;
+  comm::barrier();
+  if (!sharded || comm::rank() == 0) std::filesystem::remove(path);
   parallel::forget_sharded_parameters();
   reset_auto_parallel_context();
   return out;
+}
+
+void expect_close(const std::vector<nn::NamedTensor>& got, const std::vector<nn::NamedTensor>& want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first) << what;
+    const std::vector<float> g = got[i].second.to_vector<float>();
+    const std::vector<float> w = want[i].second.to_vector<float>();
+    ASSERT_EQ(g.size(), w.size()) << what << " " << want[i].first;
+    double scale = 0, worst = 0;
+    for (size_t j = 0; j < w.size(); ++j) {
+      scale = std::max(scale, double(std::fabs(w[j])));
+      worst = std::max(worst, double(std::fabs(g[j] - w[j])));
+    }
+    EXPECT_LE(worst, 1e-5 * scale) << what << " " << want[i].first << " on rank " << comm::rank();
+  }
 }
 
 void expect_same_training(const Trained& got, const Trained& want) {
@@ -90,18 +123,9 @@ void expect_same_training(const Trained& got, const Trained& want) {
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5 * std::fabs(want.losses[s]))
         << "step " << s << " on rank " << comm::rank();
   }
-  ASSERT_EQ(got.params.size(), want.params.size());
-  for (size_t i = 0; i < want.params.size(); ++i) {
-    const std::vector<float> g = got.params[i].second.to_vector<float>();
-    const std::vector<float> w = want.params[i].second.to_vector<float>();
-    ASSERT_EQ(g.size(), w.size()) << want.params[i].first;
-    double scale = 0, worst = 0;
-    for (size_t j = 0; j < w.size(); ++j) {
-      scale = std::max(scale, double(std::fabs(w[j])));
-      worst = std::max(worst, double(std::fabs(g[j] - w[j])));
-    }
-    EXPECT_LE(worst, 1e-5 * scale) << want.params[i].first << " on rank " << comm::rank();
-  }
+  expect_close(got.params, want.params, "gathered parameters");
+  expect_close(got.checkpoint, want.checkpoint, "checkpoint");
+  expect_close({{"logits", got.eval_logits}}, {{"logits", want.eval_logits}}, "evaluate");
 }
 
 const Trained& single_process() {
