@@ -77,6 +77,7 @@ TEST(GptTrainCommand, ReportsPerplexityAndTokenThroughput) {
     EXPECT_EQ(j["context_length"], 32);
     EXPECT_EQ(j["steps"], 20);
     EXPECT_NEAR(j["perplexity"].get<double>(), r.perplexity, 1e-6 * r.perplexity);
+    EXPECT_NEAR(j["test_loss"].get<double>(), std::log(r.perplexity), 1e-6);
     // 20 steps already learn the letters' frequencies: far below a uniform guess.
     EXPECT_LT(r.perplexity, j["vocab_size"].get<double>() / 2) << mode;
     EXPECT_GT(r.perplexity, 1.0);
@@ -216,6 +217,9 @@ TEST(GptPredict, GreedyContinuationFollowsTheModelsArgmax) {
     EXPECT_NE(std::string(e.what()).find("byte 122"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(ckpt), std::string::npos) << e.what();
   }
+  kiln::testing::CommandResult bad = kiln::testing::run_kiln("eval " + ckpt + " --data text");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("language model"), std::string::npos) << bad.output;
   kiln::testing::CommandResult r =
       kiln::testing::run_kiln("predict " + ckpt + " --prompt abc --tokens 12");
   ASSERT_TRUE(r.exited) << r.output;

@@ -311,6 +311,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   r.test_loss = result["loss"];
   if (setup.tokens_per_row > 0) {
     r.perplexity = result["perplexity"];
+    // The mean per token (the loss metric averages batch means, and the last batch is short).
+    r.test_loss = std::log(r.perplexity);
     r.tokens_per_sec = r.images_per_sec * double(setup.tokens_per_row);
   }
   r.final_loss = throughput->last_loss();

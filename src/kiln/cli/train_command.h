@@ -59,7 +59,7 @@ struct TrainConfig {
 struct TrainReport {
   double images_per_sec = 0;  // steady state: steps after the first 10
   double test_accuracy = 0;   // on --val (or the training data when there is none); gpt: tokens
-  double test_loss = 0;
+  double test_loss = 0;       // gpt: the mean per token, log(perplexity)
   double perplexity = 0;      // gpt: exp of the mean validation loss per token
   double tokens_per_sec = 0;  // gpt: images_per_sec (windows/s) x context
   double final_loss = 0;
