@@ -40,10 +40,10 @@ TEST(ShardRules, EveryOpHasARuleOrAReasonToRunReplicated) {
     }
   }
   // The ops the tensor-parallel models need have rules.
-  for (OpKind k :
-       {OpKind::matmul, OpKind::add, OpKind::mul, OpKind::relu, OpKind::gelu, OpKind::sum,
-        OpKind::mean, OpKind::reshape, OpKind::transpose, OpKind::softmax, OpKind::log_softmax,
-        OpKind::softmax_cross_entropy, OpKind::layer_norm, OpKind::embedding}) {
+  for (OpKind k : {OpKind::matmul, OpKind::add, OpKind::mul, OpKind::relu, OpKind::gelu,
+                   OpKind::sum, OpKind::mean, OpKind::reshape, OpKind::transpose, OpKind::softmax,
+                   OpKind::log_softmax, OpKind::softmax_cross_entropy, OpKind::layer_norm,
+                   OpKind::embedding, OpKind::causal_mask}) {
     EXPECT_NE(op_def(k).shard, nullptr) << op_name(k);
   }
 }
@@ -134,6 +134,20 @@ TEST(ShardRules, PropagationFollowsANeighboursSplit) {
   ShardedForm r = shard_form(OpKind::reshape, Metas{f32({8, 4, 6})}, ShapeAttrs{.shape = {8, 24}},
                              {{2, 1, 1}}, 2);
   EXPECT_EQ(r.local_attrs.as<ShapeAttrs>().shape, std::vector<int64_t>({4, 24}));
+}
+
+TEST(ShardRules, CausalMaskSplitsHeadsButNotPositions) {
+  const Metas scores{f32({2, 4, 8, 8})};  // [batch, heads, T, S]
+  const Attrs fill = ScalarAttrs{.scalar = -1e9};
+  ShardedForm heads = shard_form(OpKind::causal_mask, scores, fill, {{1, 2, 1, 1}}, 2);
+  EXPECT_EQ(heads.output_maps[0], std::vector<int>({kNotSplit, 0, kNotSplit, kNotSplit}));
+  EXPECT_TRUE(heads.output_partial[0].empty());
+  const std::string e = error_of(OpKind::causal_mask, scores, fill, {{1, 1, 2, 1}}, 2);
+  EXPECT_NE(e.find("query and key dimensions"), std::string::npos) << e;
+  std::optional<Strategy> s =
+      op_def(OpKind::causal_mask).shard->follow(scores, fill, 0, {2, 2, 2, 2});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(*s, Strategy({{2, 2, 1, 1}}));
 }
 
 TEST(ShardRules, ScopeSetsTheStrategyForOneKindOnly) {

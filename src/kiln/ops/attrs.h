@@ -35,7 +35,7 @@ struct NoAttrs {
   bool operator==(const NoAttrs&) const = default;
 };
 
-// add_scalar / mul_scalar operand, pow_scalar exponent.
+// add_scalar / mul_scalar operand, pow_scalar exponent, causal_mask's fill value.
 struct ScalarAttrs {
   double scalar = 0.0;
   KILN_ATTRS_FIELDS(scalar);

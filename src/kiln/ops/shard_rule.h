@@ -100,7 +100,8 @@ extern const ShardRule kMeanShardRule;
 extern const ShardRule kMaxReduceShardRule;  // max, argmax: reduced axes unsplit
 extern const ShardRule kReshapeShardRule;
 extern const ShardRule kTransposeShardRule;
-extern const ShardRule kSoftmaxShardRule;  // softmax, log_softmax
+extern const ShardRule kSoftmaxShardRule;     // softmax, log_softmax
+extern const ShardRule kCausalMaskShardRule;  // the last two dims whole
 extern const ShardRule kCrossEntropyShardRule;
 extern const ShardRule kLayerNormShardRule;
 extern const ShardRule kEmbeddingShardRule;

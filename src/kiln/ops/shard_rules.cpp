@@ -456,6 +456,36 @@ std::optional<Strategy> softmax_follow(std::span<const TensorMeta> in, const Att
   return Strategy{p};
 }
 
+// ---- causal_mask(scores [..., T, S]): the query and key dimensions stay whole ----
+
+// Which keys a query sees depends on its position among all T queries and S keys, so only the
+// leading (batch, head) dimensions split.
+ShardedForm causal_mask_form(std::span<const TensorMeta> in, const Attrs& attrs,
+                             const Strategy& s) {
+  const size_t r = size_t(in[0].shape.rank());
+  if (product(s[0], r - 2, r) != 1) {
+    refuse("the query and key dimensions (the last two) cannot be split");
+  }
+  ShardedForm f;
+  Map m;
+  for (int64_t p : s[0]) m.push_back(axis_for(f, p));
+  f.input_maps = {m};
+  f.output_maps = {m};
+  f.output_partial = {{}};
+  f.local_attrs = attrs;
+  return f;
+}
+
+std::optional<Strategy> causal_mask_follow(std::span<const TensorMeta> in, const Attrs&, int,
+                                           const Parts& parts) {
+  const size_t r = size_t(in[0].shape.rank());
+  if (parts.size() != r) return std::nullopt;
+  Parts p = parts;
+  p[r - 2] = 1;
+  p[r - 1] = 1;
+  return Strategy{p};
+}
+
 // ---- softmax_cross_entropy(logits [N, C], labels [N] or [N, C]): the batch split ----
 
 ShardedForm cross_entropy_form(std::span<const TensorMeta> in, const Attrs& attrs,
@@ -604,6 +634,11 @@ const ShardRule kSoftmaxShardRule = {
     .accepts = "any split but the softmax axis",
     .form = softmax_form,
     .follow = softmax_follow,
+};
+const ShardRule kCausalMaskShardRule = {
+    .accepts = "splits of the leading dimensions; the last two (queries, keys) whole",
+    .form = causal_mask_form,
+    .follow = causal_mask_follow,
 };
 const ShardRule kCrossEntropyShardRule = {
     .accepts = "((p, 1), (p,)): the batch split; mean and sum reductions make partial sums",
