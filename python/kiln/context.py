@@ -57,7 +57,7 @@ _PARALLEL_KEYS_WITHOUT_EFFECT = {"search_mode"}
 
 
 def set_auto_parallel_context(**kwargs):
-    """How training splits over ranks; AUTO/SEMI_AUTO_PARALLEL raise (Kiln has data parallelism)."""
+    """How training splits over ranks; AUTO_PARALLEL raises (not built yet)."""
     _kiln.set_auto_parallel_context(
         _updated("set_auto_parallel_context", _kiln.get_auto_parallel_context(),
                  _kiln.AutoParallelContext(), _PARALLEL_KEYS, _PARALLEL_KEYS_WITHOUT_EFFECT,

@@ -75,6 +75,31 @@ TEST(SoftmaxCrossEntropyWithLogits, ClassIdsWithDenseLossNameTheFix) {
   }
 }
 
+// Sequence logits [B, T, C] with labels [B, T] (a language model's next tokens): every position
+// is one sample, as if flattened to [B·T, C].
+TEST(SoftmaxCrossEntropyWithLogits, SparseSequenceLogitsTakeEveryPositionAsASample) {
+  Tensor seq =
+      Tensor::from_vector(std::vector<float>{1, 2, 3, 1, 1, 1, 1, 1, 1, 1, 2, 3}, {2, 2, 3});
+  Tensor labels = Tensor::from_vector(std::vector<int32_t>{2, 0, 0, 2}, {2, 2});
+  EXPECT_NEAR(SoftmaxCrossEntropyWithLogits(true, "mean")(seq, labels).item<float>(),
+              (kRow0 + kRow1 + kRow1 + kRow0) / 4, 1e-5);
+  EXPECT_NEAR(SoftmaxCrossEntropyWithLogits(true, "sum")(seq, labels).item<float>(),
+              2 * (kRow0 + kRow1), 1e-5);
+  Tensor none = SoftmaxCrossEntropyWithLogits(true, "none")(seq, labels);
+  EXPECT_EQ(none.shape(), (Shape{2, 2}));
+  std::vector<float> v = none.to_vector<float>();
+  EXPECT_NEAR(v[0], kRow0, 1e-5);
+  EXPECT_NEAR(v[1], kRow1, 1e-5);
+  EXPECT_NEAR(v[3], kRow0, 1e-5);
+  try {
+    SoftmaxCrossEntropyWithLogits(true, "mean")(seq, Tensor::zeros({2, 3}, DType::i32));
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("leading shape [2, 2]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("i32[2, 3]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MSELoss, ReductionsAndGradient) {
   autograd::install_tape();
   Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 0, 4}, {2, 2});

@@ -92,7 +92,8 @@ TEST(Attrs, EveryFieldOfEveryFamilyTakesPartInEqualityAndHash) {
   expect_each_field_counts(MomentumAttrs{.momentum = 0.9, .weight_decay = 1e-4});
   expect_each_field_counts(AdamAttrs{});
   expect_each_field_counts(MatmulMomentumAttrs{.momentum = 0.9});
-  expect_each_field_counts(AllReduceAttrs{.reduction = 1});
+  expect_each_field_counts(AllReduceAttrs{.reduction = 1, .group = {0, 2}});
+  expect_each_field_counts(CollectiveAttrs{.axis = 1, .group = {1, 3}});
   expect_each_field_counts(BroadcastAttrs{.root = 1});
   expect_each_field_counts(BucketAttrs{.prescale = 0.25});
 }

@@ -60,11 +60,21 @@ struct MatmulCase {
 };
 
 const MatmulCase kCases[] = {
-    {{3, 4}, {4, 5}, false, false},       {{4, 3}, {4, 5}, true, false},
-    {{3, 4}, {5, 4}, false, true},        {{4, 3}, {5, 4}, true, true},
-    {{2, 3, 4}, {2, 4, 5}, false, false}, {{2, 1, 3, 4}, {3, 4, 5}, false, false},
-    {{2, 3, 4}, {4, 5}, false, false},    {{3, 4}, {2, 5, 4}, false, true},
-    {{2, 4, 3}, {1, 5, 4}, true, true},   {{1, 7}, {7, 1}, false, false},
+    {{3, 4}, {4, 5}, false, false},
+    {{4, 3}, {4, 5}, true, false},
+    {{3, 4}, {5, 4}, false, true},
+    {{4, 3}, {5, 4}, true, true},
+    {{2, 3, 4}, {2, 4, 5}, false, false},
+    {{2, 1, 3, 4}, {3, 4, 5}, false, false},
+    {{2, 3, 4}, {4, 5}, false, false},
+    {{3, 4}, {2, 5, 4}, false, true},
+    {{2, 4, 3}, {1, 5, 4}, true, true},
+    {{1, 7}, {7, 1}, false, false},
+    // Attention's shapes: per-head scores q·kᵀ [B, H, T, D] x [B, H, T, D]ᵀ, then weights·v,
+    // and the tied output projection [B, T, C] x [V, C]ᵀ.
+    {{2, 3, 4, 5}, {2, 3, 4, 5}, false, true},
+    {{2, 3, 4, 4}, {2, 3, 4, 5}, false, false},
+    {{2, 4, 6}, {7, 6}, false, true},
 };
 
 TEST(NnMatmul, ForwardMatchesReferenceForTransposesAndBatching) {

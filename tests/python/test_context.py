@@ -40,10 +40,9 @@ def test_auto_parallel_context_data_parallel():  # guide §4.2, as far as the en
     assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"
 
 
-@pytest.mark.parametrize("mode", [context.ParallelMode.AUTO_PARALLEL,
-                                  context.ParallelMode.SEMI_AUTO_PARALLEL])
+@pytest.mark.parametrize("mode", [context.ParallelMode.AUTO_PARALLEL])
 def test_auto_parallel_modes_are_refused_with_the_reason(mode):
-    with pytest.raises(RuntimeError, match="stand_alone and data_parallel"):
+    with pytest.raises(RuntimeError, match="stand_alone, data_parallel and semi_auto_parallel"):
         context.set_auto_parallel_context(parallel_mode=mode, search_mode="dynamic_programming",
                                           gradients_mean=True, device_num=1)
     assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"

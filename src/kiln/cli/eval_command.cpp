@@ -10,6 +10,7 @@
 #include "kiln/cli/option_checks.h"
 #include "kiln/cli/trained_model.h"
 #include "kiln/core/error.h"
+#include "kiln/models/zoo.h"
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/functional.h"
 
@@ -19,6 +20,12 @@ EvalReport run_eval(const std::string& checkpoint, const std::string& data_spec,
                     int64_t batch_size) {
   TrainedModel trained = load_trained_model(checkpoint);
   const ModelDescription& d = trained.description;
+  if (models::is_language_model(d.model)) {
+    throw Error("kiln eval: " + checkpoint + " holds a language model (" + d.model +
+                "); eval measures image classifiers. `kiln train` reports its validation loss "
+                "and perplexity, and `kiln predict " +
+                checkpoint + " --prompt TEXT` continues a text");
+  }
   DataRequest request;
   request.spec = data_spec;
   request.training = false;

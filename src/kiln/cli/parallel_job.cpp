@@ -33,7 +33,8 @@ ParallelJob join_parallel_job(const std::string& parallel_mode, int threads, dou
   }
   if (mode != ParallelMode::DATA_PARALLEL) {
     throw Error("kiln train: --parallel-mode " + parallel_mode +
-                " is not available yet (stand_alone or data_parallel)");
+                " is not available from the command line (stand_alone or data_parallel); "
+                "semi_auto_parallel takes its strategies from code (nn::Dense::matmul().shard)");
   }
   comm::init();
   job.rank = comm::rank();

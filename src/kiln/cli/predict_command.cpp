@@ -2,17 +2,21 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 
 #include "kiln/cli/option_checks.h"
 #include "kiln/cli/trained_model.h"
 #include "kiln/core/error.h"
 #include "kiln/data/presets.h"
+#include "kiln/data/text_dataset.h"
+#include "kiln/models/zoo.h"
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/functional.h"
 
@@ -90,6 +94,46 @@ std::vector<Prediction> run_predict(const std::string& checkpoint,
   return out;
 }
 
+std::string generate_text(const std::string& checkpoint, const std::string& prompt,
+                          const GenerateOptions& o) {
+  TrainedModel trained = load_trained_model(checkpoint);
+  const ModelDescription& d = trained.description;
+  if (!models::is_language_model(d.model)) {
+    throw Error("kiln predict: --prompt needs a language model's checkpoint; " + checkpoint +
+                " holds a " + d.model + " (give it images instead)");
+  }
+  if (prompt.empty()) throw Error("kiln predict: --prompt is empty; give at least one character");
+  if (!(o.temperature >= 0 && std::isfinite(o.temperature))) {
+    throw Error("kiln predict: --temperature must be a finite number >= 0");
+  }
+  data::TextCorpus vocabulary = data::text_corpus_from_vocabulary(d.text.vocabulary);
+  std::vector<int32_t> ids;
+  try {
+    ids = vocabulary.encode(prompt);
+  } catch (const Error& e) {
+    throw Error("kiln predict: --prompt: " + std::string(e.what()) + " of " + checkpoint);
+  }
+  const int64_t v = d.input.num_classes, context = d.text.context_length;
+  std::mt19937_64 gen(o.seed);
+  ops::NoGradGuard no_grad;
+  for (int64_t step = 0; step < o.tokens; ++step) {
+    // The model sees at most its context: the last `context` tokens.
+    const int64_t n = std::min<int64_t>(int64_t(ids.size()), context);
+    std::vector<int32_t> window(ids.end() - n, ids.end());
+    Tensor logits = trained.network->construct(Tensor::from_vector(window, {1, n})).contiguous();
+    const float* last = logits.data<float>() + (n - 1) * v;
+    int32_t next = int32_t(std::max_element(last, last + v) - last);
+    if (o.temperature > 0) {
+      std::vector<double> weights(static_cast<size_t>(v));
+      for (int64_t k = 0; k < v; ++k)
+        weights[size_t(k)] = std::exp((double(last[k]) - double(last[next])) / o.temperature);
+      next = int32_t(std::discrete_distribution<int64_t>(weights.begin(), weights.end())(gen));
+    }
+    ids.push_back(next);
+  }
+  return vocabulary.decode(ids);
+}
+
 void print_predictions(const std::vector<Prediction>& predictions, std::ostream& out, bool json) {
   if (json) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
@@ -113,20 +157,46 @@ void print_predictions(const std::vector<Prediction>& predictions, std::ostream&
 }
 
 void add_predict_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("predict", "Top-k classes of images from a checkpoint");
+  CLI::App* cmd = app.add_subcommand(
+      "predict", "Top-k classes of images, or a language model's continuation of --prompt");
   auto checkpoint = std::make_shared<std::string>();
   auto inputs = std::make_shared<std::vector<std::string>>();
   auto top_k = std::make_shared<int64_t>(3);
   auto batch_size = std::make_shared<int64_t>(64);
   auto json = std::make_shared<bool>(false);
   cmd->add_option("CKPT", *checkpoint, "Checkpoint written by kiln train --ckpt-dir")->required();
-  cmd->add_option("IMAGES", *inputs, "Image files (.jpg/.png) or folders of them")->required();
+  auto prompt = std::make_shared<std::string>();
+  auto generate = std::make_shared<GenerateOptions>();
+  CLI::Option* images =
+      cmd->add_option("IMAGES", *inputs, "Image files (.jpg/.png) or folders of them");
+  CLI::Option* prompt_option = cmd->add_option(
+      "--prompt", *prompt, "Language models (gpt): continue this text instead of classifying");
+  images->excludes(prompt_option);
+  cmd->add_option("--tokens", generate->tokens, "With --prompt: tokens to generate (default 100)")
+      ->check(integer_in(0, 1 << 20));
+  cmd->add_option("--temperature", generate->temperature,
+                  "With --prompt: 0 picks the most likely token (default); > 0 samples")
+      ->check(finite_in(0, 100, /*lo_inclusive=*/true));
+  cmd->add_option("--seed", generate->seed, "With --prompt: seed of the sampling")
+      ->check(unsigned_integer());
   cmd->add_option("--top-k", *top_k, "Classes per image (default 3)")
       ->check(integer_in(1, 1 << 20));
   cmd->add_option("--batch-size", *batch_size, "Images per forward pass (default 64)")
       ->check(integer_in(1, 1 << 16));
   cmd->add_flag("--json", *json, "Print one JSON line");
   cmd->callback([=] {
+    if (!prompt->empty()) {
+      const std::string text = generate_text(*checkpoint, *prompt, *generate);
+      if (*json) {
+        std::cout << nlohmann::ordered_json{{"prompt", *prompt}, {"text", text}}.dump(
+                         -1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << std::endl;
+      } else {
+        std::cout << text << "\n";
+      }
+      return;
+    }
+    if (inputs->empty()) throw CLI::ValidationError("IMAGES", "give images (or --prompt TEXT)");
     print_predictions(run_predict(*checkpoint, *inputs, *top_k, *batch_size), std::cout, *json);
   });
 }

@@ -17,7 +17,7 @@
 #include "kiln/cli/data_spec.h"
 #include "kiln/cli/option_checks.h"
 #include "kiln/cli/parallel_job.h"
-#include "kiln/cli/trained_model.h"
+#include "kiln/cli/training_setup.h"
 #include "kiln/cli/yaml_config.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/allocator.h"
@@ -50,6 +50,7 @@ constexpr int64_t kWarmupSteps = 10;
 constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxBatchSize = 1 << 20;
 constexpr double kMaxLr = 1000;
+constexpr int64_t kMaxContext = 1 << 16;
 
 // Measures steady-state throughput: images of the steps after the first kWarmupSteps.
 class ThroughputMonitor : public train::Callback {
@@ -177,7 +178,12 @@ void validate(const TrainConfig& c) {
   if (!c.dump_graph.empty() && c.mode != "graph") {
     throw Error("kiln train: --dump-graph writes the compiled graph; it needs --mode graph");
   }
-  models::create(c.model);  // validates the name (cheap: a few small tensors)
+  if (c.context < 1 || c.context > kMaxContext) {
+    throw Error("kiln train: --context must be from 1 to " + std::to_string(kMaxContext) +
+                ", got " + std::to_string(c.context));
+  }
+  // Validates the name (cheap: a few small tensors; gpt at its smallest context).
+  models::create(c.model, {.context_length = 1});
 }
 
 }  // namespace
@@ -210,41 +216,9 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                .micro_batches = c.micro_batches,
                .conv_algorithm = c.conv_algorithm});
 
-  if (!c.data.empty() && !c.data_dir.empty()) {
-    throw Error("kiln train: give --data or --data-dir, not both (--data fashion-mnist:" +
-                c.data_dir + " says the same)");
-  }
-  DataRequest request;
-  request.spec =
-      !c.data.empty() ? c.data : "fashion-mnist" + (c.data_dir.empty() ? "" : ":" + c.data_dir);
-  request.batch_size = c.batch_size;
-  request.transforms = parse_transforms(c.transforms);
-  if (!c.image_size.empty())
-    std::tie(request.height, request.width) = parse_image_size(c.image_size);
-  ImageData train_data = open_image_data(request);
-  data::Dataset train_ds = train_data.batches;
-  const ImageDataInfo& info = train_data.info;
-  // Evaluation reads the data the same way (size, channels, normalization), without augmentation.
-  DataRequest eval_request = request;
-  eval_request.spec = !c.val.empty() ? c.val : default_validation_spec(request.spec);
-  eval_request.flag = "--val";
-  eval_request.training = false;
-  eval_request.batch_size = std::max<int64_t>(c.batch_size, 256);
-  eval_request.height = info.height;
-  eval_request.width = info.width;
-  eval_request.channels = info.channels;
-  eval_request.use_default_normalization = false;
-  eval_request.normalization = train_data.normalization;
-  eval_request.transforms.has_normalization = false;
-  const bool eval_on_training_data = eval_request.spec.empty();
-  if (eval_on_training_data) eval_request.spec = request.spec;
-  ImageData eval_data = open_image_data(eval_request);
-  if (eval_data.info.num_classes > info.num_classes) {
-    throw Error("kiln train: --val " + eval_request.spec + " has " +
-                std::to_string(eval_data.info.num_classes) + " classes, the training data " +
-                std::to_string(info.num_classes));
-  }
-  data::Dataset test_ds = eval_data.batches;
+  TrainingSetup setup = open_training_setup(c);
+  data::Dataset train_ds = setup.train;
+  data::Dataset test_ds = setup.eval;
   if (job.data_parallel) {
     out << "data parallel: " << job.ranks << " ranks, " << num_threads()
         << " kernel thread(s) each; every rank reads its shard (1/" << job.ranks
@@ -254,21 +228,15 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   }
   const int64_t steps_per_epoch = train_ds.get_dataset_size();
   if (steps_per_epoch <= 0) {
-    throw Error("kiln train: --data " + request.spec + " holds fewer rows than one batch of " +
+    throw Error("kiln train: --data " + setup.data_spec + " holds fewer rows than one batch of " +
                 "--batch-size " + std::to_string(c.batch_size));
   }
   // The schedule spans all --epochs; --steps only stops early, so a run cut short by --steps
   // and resumed later follows the same learning-rate curve.
   const int64_t epochs = c.epochs;
   const int64_t total_steps = epochs * steps_per_epoch;
-
-  auto net = models::create(c.model, {.num_classes = info.num_classes,
-                                      .in_channels = info.channels,
-                                      .image_height = info.height,
-                                      .image_width = info.width});
-  out << "data: " << request.spec << ": " << info.num_classes << " classes, " << info.channels
-      << "x" << info.height << "x" << info.width << " images; evaluation on "
-      << (eval_on_training_data ? "the training data (no --val)" : eval_request.spec) << "\n";
+  auto net = setup.net;
+  out << setup.description << "\n";
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
   auto optimizer = make_optimizer(c, net->trainable_params(), total_steps);
   train::Model model(net, loss, optimizer,
@@ -277,7 +245,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                       .amp_dtype = c.amp_dtype,
                       .amp_strict = c.amp_strict,
                       .loss_scale = c.loss_scale,
-                      .metrics = {"accuracy", "loss"},
+                      .metrics = setup.metrics,
                       .compile_log = c.compile_log});
 
   train::TrainOptions options;
@@ -315,11 +283,10 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   if (!c.ckpt_dir.empty()) {
     callbacks.push_back(std::make_shared<train::ModelCheckpoint>(
         c.model, c.ckpt_dir,
-        train::CheckpointConfig{
-            .save_checkpoint_steps = 0,
-            .keep_checkpoint_max = 5,
-            .save_at_epoch_end = true,
-            .metadata = to_checkpoint_metadata({c.model, info, train_data.normalization})}));
+        train::CheckpointConfig{.save_checkpoint_steps = 0,
+                                .keep_checkpoint_max = 5,
+                                .save_at_epoch_end = true,
+                                .metadata = setup.checkpoint_metadata}));
   }
   std::unique_ptr<Profiler> profiler;
   if (!c.profile.empty()) {
@@ -331,7 +298,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   }
   model.train(epochs, train_ds, callbacks, options);
   if (profiler) out << "profile written: " << profiler->analyse() << "\n";
-  auto result = model.eval(test_ds, {"accuracy", "loss"});
+  auto result = model.eval(test_ds, setup.metrics);
 
   TrainReport r;
   r.images_per_sec = throughput->images_per_sec();
@@ -342,21 +309,34 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     r.images_per_sec = ips;
   }
   r.test_accuracy = result["accuracy"];
+  r.test_loss = result["loss"];
+  if (setup.tokens_per_row > 0) {
+    r.perplexity = result["perplexity"];
+    // The mean per token (the loss metric averages batch means, and the last batch is short).
+    r.test_loss = std::log(r.perplexity);
+    r.tokens_per_sec = r.images_per_sec * double(setup.tokens_per_row);
+  }
   r.final_loss = throughput->last_loss();
   r.steps = throughput->steps();
   r.epochs = throughput->epochs();  // epochs this run trained in (all or part)
   r.peak_rss_mb = peak_rss_mb();
   r.skipped_steps = model.skipped_steps();
   r.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
-  out << "test accuracy: " << std::fixed << std::setprecision(4) << r.test_accuracy
-      << ", test loss: " << result["loss"] << std::defaultfloat << "\n";
+  if (setup.tokens_per_row > 0) {
+    out << "validation loss: " << std::fixed << std::setprecision(4) << r.test_loss
+        << ", perplexity: " << r.perplexity << ", token accuracy: " << r.test_accuracy
+        << std::setprecision(0) << ", " << r.tokens_per_sec << " tokens/s" << std::defaultfloat
+        << "\n";
+  } else {
+    out << "test accuracy: " << std::fixed << std::setprecision(4) << r.test_accuracy
+        << ", test loss: " << r.test_loss << std::defaultfloat << "\n";
+  }
   if (c.json) {
     nlohmann::ordered_json j;
     j["model"] = c.model;
-    j["data"] = request.spec;
-    j["eval_data"] = eval_on_training_data ? "training data" : eval_request.spec;
-    j["num_classes"] = info.num_classes;
-    j["input_shape"] = {info.channels, info.height, info.width};
+    j["data"] = setup.data_spec;
+    j["eval_data"] = setup.eval_data;
+    j.update(setup.json);
     j["mode"] = c.mode;
     j["graph_kernel"] = c.graph_kernel;
     j["micro_batches"] = c.micro_batches;
@@ -385,6 +365,11 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["threads"] = num_threads();
     j["images_per_sec"] = r.images_per_sec;
     j["test_accuracy"] = r.test_accuracy;
+    if (setup.tokens_per_row > 0) {
+      j["tokens_per_sec"] = r.tokens_per_sec;
+      j["test_loss"] = r.test_loss;
+      j["perplexity"] = r.perplexity;
+    }
     j["final_loss"] = r.final_loss;
     j["peak_rss_mb"] = r.peak_rss_mb;
     j["wall_s"] = r.wall_s;
@@ -398,16 +383,20 @@ void add_train_command(CLI::App& app) {
 }
 
 void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> action) {
-  CLI::App* cmd =
-      app.add_subcommand("train", "Train a model on an image folder, records or (Fashion-)MNIST");
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model on an image folder, records, (Fashion-)MNIST or text (gpt)");
   auto c = std::make_shared<TrainConfig>();
   auto config_file = std::make_shared<std::string>();
   auto graph_kernel = std::make_shared<std::string>("off");
   auto keep_bn = std::make_shared<std::string>("on");
   auto compile_log = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
-  cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
-      ->check(CLI::IsMember({"lenet", "resnet20", "mlp"}));
+  cmd->add_option("--model", c->model,
+                  "lenet | resnet20 | mlp | gpt (a language model: --data text)")
+      ->check(CLI::IsMember({"lenet", "resnet20", "mlp", "gpt"}));
+  cmd->add_option("--context", c->context,
+                  "gpt: tokens per training window, the model's context (default 64)")
+      ->check(integer_in(1, kMaxContext));
   cmd->add_option("--epochs", c->epochs, "Epochs to train (default 5)")
       ->check(integer_in(1, kMaxEpochs));
   cmd->add_option("--steps", c->steps, "Stop after N steps")
@@ -458,7 +447,8 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--data-dir", c->data_dir, "Folder with the Fashion-MNIST IDX files");
   cmd->add_option("--data", c->data,
                   "Training data: imagefolder:DIR | record:FILES (comma list or glob) | "
-                  "fashion-mnist[:DIR] | mnist[:DIR] (default: fashion-mnist)");
+                  "fashion-mnist[:DIR] | mnist[:DIR] (default: fashion-mnist); for gpt "
+                  "text[:FILE] (default: /usr/share/common-licenses/GPL-3)");
   cmd->add_option("--val", c->val,
                   "Evaluation data, same forms (default: the test split of (fashion-)mnist; "
                   "otherwise the training data)");

@@ -1,6 +1,7 @@
 #pragma once
 // `kiln train`: trains a zoo model on a data set given by --data (an image folder, record files,
-// Fashion-MNIST or MNIST; see data_spec.h) with MindSpore-style monitor output. Classes, channels
+// Fashion-MNIST or MNIST; see data_spec.h; for the gpt language model a text file, text_data.h)
+// with MindSpore-style monitor output. Classes, channels
 // and input size come from the data; checkpoints carry them (trained_model.h).
 // Every flag can also come from a YAML file (`--config FILE.yaml`) whose keys are the long flag
 // names; a flag given on the command line wins over the file. Unknown keys or flags are errors
@@ -52,12 +53,16 @@ struct TrainConfig {
   double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
   // auto | direct | winograd: how 3x3 stride-1 convolutions run (Context::conv_algorithm)
   std::string conv_algorithm = "auto";
-  std::string profile;  // profile the training there (trace.json, report.html, ...)
+  std::string profile;   // profile the training there (trace.json, report.html, ...)
+  int64_t context = 64;  // gpt: tokens per window (the position embedding's rows)
 };
 
 struct TrainReport {
   double images_per_sec = 0;  // steady state: steps after the first 10
-  double test_accuracy = 0;   // on --val (or the training data when there is none)
+  double test_accuracy = 0;   // on --val (or the training data when there is none); gpt: tokens
+  double test_loss = 0;       // gpt: the mean per token, log(perplexity)
+  double perplexity = 0;      // gpt: exp of the mean validation loss per token
+  double tokens_per_sec = 0;  // gpt: images_per_sec (windows/s) x context
   double final_loss = 0;
   double wall_s = 0;
   double peak_rss_mb = 0;

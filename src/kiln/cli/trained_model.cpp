@@ -47,6 +47,12 @@ std::vector<T> json_list(const std::map<std::string, std::string>& metadata, con
 }  // namespace
 
 std::map<std::string, std::string> to_checkpoint_metadata(const ModelDescription& d) {
+  if (models::is_language_model(d.model)) {
+    return {{"model", d.model},
+            {"num_classes", std::to_string(d.input.num_classes)},
+            {"context_length", std::to_string(d.text.context_length)},
+            {"vocabulary", nlohmann::json(d.text.vocabulary).dump()}};
+  }
   return {{"model", d.model},
           {"num_classes", std::to_string(d.input.num_classes)},
           {"in_channels", std::to_string(d.input.channels)},
@@ -61,6 +67,17 @@ ModelDescription from_checkpoint_metadata(const std::map<std::string, std::strin
                                           const std::string& path) {
   ModelDescription d;
   d.model = required(metadata, "model", path);
+  if (models::is_language_model(d.model)) {
+    d.input.num_classes = positive(metadata, "num_classes", path);
+    d.text.context_length = positive(metadata, "context_length", path);
+    d.text.vocabulary = json_list<uint8_t>(metadata, "vocabulary", path);
+    if (int64_t(d.text.vocabulary.size()) != d.input.num_classes) {
+      throw FileError(path + ": metadata 'vocabulary' has " +
+                      std::to_string(d.text.vocabulary.size()) + " bytes for " +
+                      std::to_string(d.input.num_classes) + " token ids");
+    }
+    return d;
+  }
   d.input.num_classes = positive(metadata, "num_classes", path);
   d.input.channels = positive(metadata, "in_channels", path);
   d.input.height = positive(metadata, "image_height", path);
@@ -91,7 +108,8 @@ TrainedModel load_trained_model(const std::string& path) {
   m.network = models::create(d.model, {.num_classes = d.input.num_classes,
                                        .in_channels = d.input.channels,
                                        .image_height = d.input.height,
-                                       .image_width = d.input.width});
+                                       .image_width = d.input.width,
+                                       .context_length = d.text.context_length});
   train::load_param_into_net(*m.network, checkpoint, /*strict_load=*/true);
   m.network->set_train(false);
   return m;

@@ -3,7 +3,8 @@
 // the training flags: the zoo model's name, the input it takes, the class names and the
 // normalization. `kiln train` writes these as checkpoint metadata ("model", "num_classes",
 // "in_channels", "image_height", "image_width", "class_names" and "normalize_mean" /
-// "normalize_std" as JSON arrays).
+// "normalize_std" as JSON arrays); for a language model "model", "num_classes",
+// "context_length" and "vocabulary" (a JSON array of byte values).
 #include <map>
 #include <memory>
 #include <string>
@@ -13,10 +14,18 @@
 
 namespace kiln::cli {
 
+// A language model's input: the context it was trained with and its byte vocabulary
+// (data/text_dataset.h), so predict encodes a prompt with the ids training used.
+struct TextModelInfo {
+  int64_t context_length = 0;
+  std::vector<uint8_t> vocabulary;
+};
+
 struct ModelDescription {
   std::string model;
-  ImageDataInfo input;
+  ImageDataInfo input;  // a language model: num_classes alone (its vocabulary size)
   Normalization normalization;
+  TextModelInfo text;  // language models (models::is_language_model) only
 };
 
 std::map<std::string, std::string> to_checkpoint_metadata(const ModelDescription& description);

@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -372,7 +373,7 @@ namespace {
 // match each other in MPI, so the choice follows the API the program called (the same on every
 // rank), never timing.
 void all_reduce_in_chunks(void* data, int64_t count, DType dtype, ReduceOp op, bool blocking,
-                          const Work::State& state) {
+                          const Work::State& state, MPI_Comm comm = MPI_COMM_WORLD) {
   const MPI_Datatype type = mpi_type(dtype, "all_reduce");
   const size_t element = dtype_size(dtype);
   const int64_t chunk = kChunkBytes / int64_t(element);
@@ -381,7 +382,7 @@ void all_reduce_in_chunks(void* data, int64_t count, DType dtype, ReduceOp op, b
     void* part = static_cast<char*>(data) + size_t(done) * element;
     int code;
     if (blocking) {
-      code = MPI_Allreduce(MPI_IN_PLACE, part, n, type, mpi_op(op), MPI_COMM_WORLD);
+      code = MPI_Allreduce(MPI_IN_PLACE, part, n, type, mpi_op(op), comm);
     } else {
       MPI_Request request;
       code = MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mpi_op(op), MPI_COMM_WORLD, &request);
@@ -393,7 +394,60 @@ void all_reduce_in_chunks(void* data, int64_t count, DType dtype, ReduceOp op, b
   }
 }
 
+// The communicator of a group, made once (MPI_Comm_create_group: collective over the group's
+// members only, which all reach the same collective together). Called on the thread that makes
+// MPI calls, one at a time.
+MPI_Comm communicator_of(const Group& group) {
+  if (group.empty() || int64_t(group.size()) == int64_t(size())) return MPI_COMM_WORLD;
+  static std::mutex mutex;
+  static std::map<Group, MPI_Comm> made;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = made.find(group);
+  if (it != made.end()) return it->second;
+  MPI_Group world_group, sub_group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  std::vector<int> ranks(group.begin(), group.end());
+  MPI_Group_incl(world_group, int(ranks.size()), ranks.data(), &sub_group);
+  MPI_Comm comm;
+  check(MPI_Comm_create_group(MPI_COMM_WORLD, sub_group, int(group.front()), &comm),
+        "creating the communicator of a rank group");
+  MPI_Group_free(&sub_group);
+  MPI_Group_free(&world_group);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  made.emplace(group, comm);
+  return comm;
+}
+
+std::string group_str(const Group& group) {
+  std::string s = "[";
+  for (size_t i = 0; i < group.size(); ++i) s += (i ? ", " : "") + std::to_string(group[i]);
+  return s + "]";
+}
+
 }  // namespace
+
+int group_size(const Group& group) {
+  if (group.empty()) return size();
+  group_rank(group);
+  return int(group.size());
+}
+
+int group_rank(const Group& group) {
+  if (group.empty()) return rank();
+  int place = -1;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] < 0 || group[i] >= size() || (i > 0 && group[i] <= group[i - 1])) {
+      throw Error("communication: group " + group_str(group) +
+                  " is not ascending ranks of a job of " + std::to_string(size()));
+    }
+    if (group[i] == rank()) place = int(i);
+  }
+  if (place < 0) {
+    throw Error("communication: rank " + std::to_string(rank()) + " is not in group " +
+                group_str(group));
+  }
+  return place;
+}
 
 Work all_reduce_async(void* data, int64_t count, DType dtype, ReduceOp op) {
   check_count(count, "all_reduce");
@@ -404,12 +458,14 @@ Work all_reduce_async(void* data, int64_t count, DType dtype, ReduceOp op) {
       count * int64_t(dtype_size(dtype))));
 }
 
-void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, const Group& group) {
   check_count(count, "all_reduce");
-  if (size() == 1 || count == 0) return;
+  if (group_size(group) == 1 || count == 0) return;
   mpi_type(dtype, "all_reduce");
   run_blocking(
-      [=](const Work::State& state) { all_reduce_in_chunks(data, count, dtype, op, true, state); },
+      [=](const Work::State& state) {
+        all_reduce_in_chunks(data, count, dtype, op, true, state, communicator_of(group));
+      },
       count * int64_t(dtype_size(dtype)));
 }
 
@@ -435,9 +491,9 @@ void broadcast(void* data, int64_t count, DType dtype, int root) {
       0);
 }
 
-void all_gather(const void* send, void* recv, int64_t count, DType dtype) {
+void all_gather(const void* send, void* recv, int64_t count, DType dtype, const Group& group) {
   check_count(count, "all_gather");
-  if (size() == 1) {
+  if (group_size(group) == 1) {
     if (count > 0 && send != recv) std::memmove(recv, send, size_t(count) * dtype_size(dtype));
     return;
   }
@@ -446,15 +502,16 @@ void all_gather(const void* send, void* recv, int64_t count, DType dtype) {
   run_blocking(
       [=](const Work::State&) {
         check(
-            MPI_Allgather(send, int(count), type, recv, int(count), type, MPI_COMM_WORLD),
+            MPI_Allgather(send, int(count), type, recv, int(count), type, communicator_of(group)),
             detail::concat("all_gather of ", count, " ", dtype_name(dtype), " elements per rank"));
       },
       0);
 }
 
-void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
+void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op,
+                    const Group& group) {
   check_count(count, "reduce_scatter");
-  if (size() == 1) {
+  if (group_size(group) == 1) {
     if (count > 0 && send != recv) std::memmove(recv, send, size_t(count) * dtype_size(dtype));
     return;
   }
@@ -462,7 +519,8 @@ void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, Re
   MPI_Datatype type = mpi_type(dtype, "reduce_scatter");
   run_blocking(
       [=](const Work::State&) {
-        check(MPI_Reduce_scatter_block(send, recv, int(count), type, mpi_op(op), MPI_COMM_WORLD),
+        check(MPI_Reduce_scatter_block(send, recv, int(count), type, mpi_op(op),
+                                       communicator_of(group)),
               detail::concat("reduce_scatter of ", count, " ", dtype_name(dtype),
                              " elements per rank"));
       },

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
@@ -58,16 +59,29 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+// The ranks a collective runs among, ascending; every rank of a group calls it with the same
+// group, each rank with its own (tensor parallelism reduces over one device-matrix axis at a
+// time). Empty: every rank. A group's MPI communicator is made on first use and kept.
+using Group = std::vector<int64_t>;
+
 // In place: every rank's `data` (count elements) becomes the reduction over ranks.
 Work all_reduce_async(void* data, int64_t count, DType dtype, ReduceOp op = ReduceOp::sum);
-void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op = ReduceOp::sum);
+void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op = ReduceOp::sum,
+                const Group& group = {});
 // Root's `data` is copied to every rank's.
 void broadcast(void* data, int64_t count, DType dtype, int root);
-// `recv` (size() * count elements) holds every rank's `send` (count elements), in rank order.
-void all_gather(const void* send, void* recv, int64_t count, DType dtype);
-// `send` holds size() blocks of count elements; `recv` gets block rank() of their reduction.
+// `recv` (group size * count elements) holds every rank's `send` (count elements), in the
+// group's order.
+void all_gather(const void* send, void* recv, int64_t count, DType dtype, const Group& group = {});
+// `send` holds one block of count elements per rank of the group; `recv` gets this rank's
+// block (by its place in the group) of their reduction.
 void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype,
-                    ReduceOp op = ReduceOp::sum);
+                    ReduceOp op = ReduceOp::sum, const Group& group = {});
+// The number of ranks in `group` (size() when empty); throws Error naming the group when this
+// rank is not in it or it is not ascending within [0, size()).
+int group_size(const Group& group);
+// This rank's place in `group` (rank() when empty).
+int group_rank(const Group& group);
 void barrier();
 
 // What the communicator's thread has done since the last reset: collectives run, the time it

@@ -31,10 +31,10 @@ void set_auto_parallel_context(const AutoParallelContext& c) {
     throw Error(detail::concat("set_auto_parallel_context: first_bucket_cap_mb must be > 0, got ",
                                c.first_bucket_cap_mb));
   }
-  if (c.parallel_mode == ParallelMode::SEMI_AUTO_PARALLEL ||
-      c.parallel_mode == ParallelMode::AUTO_PARALLEL) {
+  if (c.parallel_mode == ParallelMode::AUTO_PARALLEL) {
     throw Error("set_auto_parallel_context: parallel_mode " + parallel_mode_name(c.parallel_mode) +
-                " is not available yet; Kiln runs stand_alone and data_parallel");
+                " is not available yet; Kiln runs stand_alone, data_parallel and "
+                "semi_auto_parallel");
   }
   current() = c;
 }

@@ -10,6 +10,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/graph/fusion_list.h"
 #include "kiln/ops/op.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::graph {
 
@@ -88,6 +89,9 @@ struct Node {
   // (passes/stream_stores.cpp).
   bool stream_output = false;
   bool dead = false;
+  // The user's strategy for this op under SEMI_AUTO_PARALLEL (ops::ShardScope around the call
+  // that traced it); empty: none given, sharding propagation decides.
+  ops::Strategy strategy;
 };
 
 class Graph {

@@ -4,6 +4,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::graph {
 namespace {
@@ -101,6 +102,7 @@ std::vector<Tensor> Tracer::record(ops::OpKind kind, std::span<const Tensor> inp
   node.type = NodeType::op;
   node.op = kind;
   node.attrs = attrs;
+  if (const ops::Strategy* strategy = ops::scoped_strategy(kind)) node.strategy = *strategy;
   node.inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) node.inputs.push_back(value_of(t));
   NodeId id = graph_.add_node(std::move(node), {outputs.begin(), outputs.end()});

@@ -27,8 +27,8 @@ Tensor Dense::construct(const Tensor& x) {
     throw ShapeError("Dense: input " + describe(x) +
                      " does not end in in_channels=" + std::to_string(in_));
   }
-  Tensor y = ops::matmul(x, weight_, false, true);
-  return bias_.defined() ? ops::add(y, bias_) : y;
+  Tensor y = matmul_.run([&] { return ops::matmul(x, weight_, false, true); });
+  return bias_.defined() ? bias_add_.run([&] { return ops::add(y, bias_); }) : y;
 }
 
 }  // namespace kiln::nn

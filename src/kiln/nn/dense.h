@@ -1,6 +1,7 @@
 #pragma once
 #include "kiln/nn/cell.h"
 #include "kiln/nn/initializer.h"
+#include "kiln/nn/primitive.h"
 
 namespace kiln::nn {
 
@@ -23,10 +24,17 @@ class Dense : public Cell {
   // Undefined when has_bias is false.
   Tensor bias() const { return bias_; }
 
+  // The layer's ops, for SEMI_AUTO_PARALLEL strategies (MindSpore's `dense.matmul.shard(...)`):
+  // matmul(x, weight) with the weight [out, in] as stored, then add(y, bias).
+  Primitive& matmul() { return matmul_; }
+  Primitive& bias_add() { return bias_add_; }
+
  private:
   int64_t in_, out_;
   Tensor weight_;
   Tensor bias_;  // undefined without bias
+  Primitive matmul_{ops::OpKind::matmul};
+  Primitive bias_add_{ops::OpKind::add};
 };
 
 }  // namespace kiln::nn

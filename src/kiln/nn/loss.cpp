@@ -39,9 +39,22 @@ SoftmaxCrossEntropyWithLogits::SoftmaxCrossEntropyWithLogits(bool sparse,
     : sparse_(sparse), reduction_(reduction_from_name(reduction)) {}
 
 Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tensor& labels) {
+  if (sparse_ && logits.rank() > 2) {
+    // Sequence logits [..., C] with labels [...] (a language model's next tokens): every
+    // position is one sample.
+    Shape leading(std::vector<int64_t>(logits.shape().begin(), logits.shape().end() - 1));
+    if (labels.shape() != leading) {
+      throw ShapeError("SoftmaxCrossEntropyWithLogits: sparse labels " + describe(labels) +
+                       " must have the logits' leading shape " + leading.str() + " (logits " +
+                       describe(logits) + ")");
+    }
+    Tensor flat = construct(ops::reshape(logits, {leading.numel(), logits.dim(-1)}),
+                            ops::reshape(labels, {leading.numel()}));
+    return reduction_ == Reduction::none ? ops::reshape(flat, leading) : flat;
+  }
   if (logits.rank() != 2) {
     throw ShapeError("SoftmaxCrossEntropyWithLogits: logits " + describe(logits) +
-                     " are not [N, C]");
+                     " are not [N, C]" + (sparse_ ? " or [..., C]" : ""));
   }
   if (sparse_) {
     if (labels.rank() != 1 || labels.dim(0) != logits.dim(0) ||

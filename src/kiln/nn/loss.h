@@ -10,6 +10,8 @@ Reduction reduction_from_name(const std::string& name);
 
 // MindSpore's SoftmaxCrossEntropyWithLogits: -sum(labels * log_softmax(logits)) per sample.
 // sparse = true: labels are class indices [N] (i32/i64); otherwise probabilities [N, C].
+// Sparse labels may also be [...] for logits [..., C] (every position one sample: a sequence
+// model's next-token loss).
 // MindSpore's defaults are sparse=false, reduction="none".
 class SoftmaxCrossEntropyWithLogits : public LossCell {
  public:

@@ -29,13 +29,13 @@ namespace kiln::ops {
   static constexpr std::string_view field_names = #__VA_ARGS__
 
 // Ops without attributes: elementwise (but the *_scalar ones), contiguous, embedding, the
-// gradient helpers, all_gather, reduce_scatter, barrier, bucket waits.
+// gradient helpers, barrier, bucket waits.
 struct NoAttrs {
   KILN_ATTRS_FIELDS();
   bool operator==(const NoAttrs&) const = default;
 };
 
-// add_scalar / mul_scalar operand, pow_scalar exponent.
+// add_scalar / mul_scalar operand, pow_scalar exponent, causal_mask's fill value.
 struct ScalarAttrs {
   double scalar = 0.0;
   KILN_ATTRS_FIELDS(scalar);
@@ -200,11 +200,22 @@ struct MatmulMomentumAttrs {
   bool operator==(const MatmulMomentumAttrs&) const = default;
 };
 
-// all_reduce. reduction: 0 mean, 1 sum (CollectiveReduction).
+// all_reduce. reduction: 0 mean, 1 sum (CollectiveReduction). group: the ranks that reduce
+// together, ascending (each rank runs the op with its own group); empty: every rank.
 struct AllReduceAttrs {
   int64_t reduction = 0;
-  KILN_ATTRS_FIELDS(reduction);
+  std::vector<int64_t> group;
+  KILN_ATTRS_FIELDS(reduction, group);
   bool operator==(const AllReduceAttrs&) const = default;
+};
+
+// all_gather / reduce_scatter: the dimension the ranks' blocks are concatenated along (or split
+// along), and the ranks taking part, ascending, blocks in that order (empty: every rank).
+struct CollectiveAttrs {
+  int64_t axis = 0;
+  std::vector<int64_t> group;
+  KILN_ATTRS_FIELDS(axis, group);
+  bool operator==(const CollectiveAttrs&) const = default;
 };
 
 // broadcast: the rank whose tensor everyone gets.
@@ -240,7 +251,7 @@ bool output_is_nchw16c(const T& a, int j) {
   X(SliceAttrs) X(CastAttrs) X(OneHotAttrs) X(MatmulAttrs) X(ConvAttrs) X(PoolAttrs)             \
   X(BatchNormAttrs) X(LayerNormAttrs) X(DropoutAttrs) X(CrossEntropyAttrs)                       \
   X(EmbeddingGradAttrs) X(SgdAttrs) X(MomentumAttrs) X(AdamAttrs) X(MatmulMomentumAttrs)         \
-  X(AllReduceAttrs) X(BroadcastAttrs) X(BucketAttrs)
+  X(AllReduceAttrs) X(CollectiveAttrs) X(BroadcastAttrs) X(BucketAttrs)
 // clang-format on
 
 enum class AttrsKind : uint8_t {

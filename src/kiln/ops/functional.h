@@ -67,6 +67,10 @@ Tensor softmax(const Tensor& x, int64_t axis = -1);
 Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 Tensor softmax_grad(const Tensor& grad, const Tensor& y, int64_t axis);
 Tensor log_softmax_grad(const Tensor& grad, const Tensor& y, int64_t axis);
+// Attention's causal mask over the last two dims [..., T, S]: element (i, j) keeps x where
+// j <= i + (S - T) (query i sees keys up to its own position) and is `fill` elsewhere (-inf makes
+// a following softmax give those keys zero weight).
+Tensor causal_mask(const Tensor& x, double fill);
 // Matrix product of the last two dims, batched over (broadcast) leading dims.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 

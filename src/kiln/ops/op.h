@@ -77,8 +77,8 @@ using CostFn = Cost (*)(std::span<const TensorMeta> inputs, std::span<const Tens
 // chain of elementwise ops makes one pass over memory.
 using TileFn = void (*)(float* out, const float* const* inputs, int64_t n, const Attrs&);
 
-// How the op splits across devices (filled in by the distributed work; null means the op is
-// only ever replicated).
+// How the op splits across devices (ops/shard_rule.h); null with no_shard_reason: the op always
+// runs replicated under SEMI_AUTO_PARALLEL, and the plan says why.
 struct ShardRule;
 
 inline constexpr uint32_t kAllInputs = 0xffffffffu;
@@ -104,8 +104,9 @@ struct OpDef {
   // their outputs rounded back to f16.
   bool f16_kernels = true;
   CostFn cost = nullptr;
-  TileFn tile = nullptr;  // elementwise ops only
-  const ShardRule* shard = nullptr;
+  TileFn tile = nullptr;             // elementwise ops only
+  const ShardRule* shard = nullptr;  // null only with no_shard_reason
+  const char* no_shard_reason = nullptr;
 };
 
 const OpDef& op_def(OpKind kind);

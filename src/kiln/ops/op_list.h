@@ -21,7 +21,7 @@
   X(reshape) X(transpose) X(concat) X(slice) X(pad_slice_grad) X(cast) X(one_hot)             \
   X(contiguous)                                                                              \
   /* neural-network ops (oneDNN where it has them) */                                       \
-  X(softmax) X(log_softmax) X(softmax_grad) X(log_softmax_grad)                              \
+  X(softmax) X(log_softmax) X(softmax_grad) X(log_softmax_grad) X(causal_mask)              \
   X(matmul)                                                                                  \
   X(conv2d) X(conv2d_backward_data) X(conv2d_backward_weights)                               \
   X(max_pool2d) X(max_pool2d_grad) X(avg_pool2d) X(avg_pool2d_grad)                          \

@@ -9,6 +9,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/parallel/data_parallel.h"
+#include "kiln/parallel/semi_auto.h"
 #include "kiln/train/checkpoint.h"
 
 namespace kiln::train {
@@ -133,6 +134,8 @@ void ModelCheckpoint::save(const CallbackParams& p) {
           .string();
   save_checkpoint(*p.train_network, path, options);
   latest_ = path;
+  // SEMI_AUTO_PARALLEL: every rank gathered the split parameters; rank 0 wrote and prunes.
+  if (parallel::semi_auto_active() && comm::rank() != 0) return;
   if (config_.keep_checkpoint_max > 0) {
     // Counts every checkpoint of this prefix in the folder, also those of earlier (restarted)
     // runs, so the folder never grows past the limit.

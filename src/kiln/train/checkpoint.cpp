@@ -4,7 +4,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
+#include "kiln/parallel/semi_auto.h"
 #include "kiln/train/safetensors.h"
 
 namespace kiln::train {
@@ -31,6 +33,11 @@ void save_checkpoint(const nn::Cell& net, const std::string& path, const SaveOpt
     }
     metadata["optimizer"] = options.optimizer->name();
     metadata["global_step"] = std::to_string(options.optimizer->global_step());
+  }
+  if (parallel::semi_auto_active()) {
+    // Each rank holds blocks of the split parameters: every rank gathers, rank 0 writes.
+    tensors = parallel::gather_whole(tensors);
+    if (comm::rank() != 0) return;
   }
   save_checkpoint(tensors, path, metadata);
 }

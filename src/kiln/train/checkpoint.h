@@ -31,7 +31,8 @@ struct SaveOptions {
 };
 
 // Writes net's parameters and buffers (and the optimizer's state) to `path` atomically: a crash
-// or kill at any point leaves the previous file at `path` intact.
+// or kill at any point leaves the previous file at `path` intact. Under SEMI_AUTO_PARALLEL every
+// rank must call it: the split parameters are gathered whole and rank 0 writes them.
 void save_checkpoint(const nn::Cell& net, const std::string& path, const SaveOptions& options = {});
 void save_checkpoint(const std::vector<nn::NamedTensor>& tensors, const std::string& path,
                      const std::map<std::string, std::string>& metadata = {});

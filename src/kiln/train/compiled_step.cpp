@@ -8,12 +8,14 @@
 
 #include "kiln/amp/autocast.h"
 #include "kiln/amp/placement.h"
+#include "kiln/comm/communicator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/graph/autodiff.h"
 #include "kiln/graph/tracer.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
+#include "kiln/parallel/semi_auto.h"
 
 namespace kiln::train {
 namespace {
@@ -72,6 +74,23 @@ std::unique_ptr<graph::Executable> CompiledTrainStep::trace_and_compile(const Te
   graph::Graph g;
   placement_.clear();
   tracing_amp_ = amp;
+  // SEMI_AUTO_PARALLEL: the whole-shape graph is traced and planned first (which splits the
+  // parameters), then replayed below as this rank's part.
+  std::unique_ptr<parallel::LogicalStep> logical;
+  if (parallel::semi_auto_active()) {
+    if (loss_scale_) {
+      throw Error("graph mode: SEMI_AUTO_PARALLEL with loss scaling is not supported yet");
+    }
+    if (options_.micro_batches > 1) {
+      throw Error("graph mode: SEMI_AUTO_PARALLEL with micro_batches = " +
+                  std::to_string(options_.micro_batches) + " is not supported yet");
+    }
+    logical = parallel::plan_step(
+        ops::meta_of(images), ops::meta_of(labels),
+        [&](const Tensor& x, const Tensor& y) { return trace_slice(x, y, 0, 1); },
+        net_.state_and_names(), opt_.state_and_names(), opt_.parameters());
+    parallel_plan_ = logical->plan_text;
+  }
   {
     graph::Tracer tracer(g);
     std::vector<nn::NamedTensor> state = net_.state_and_names();
@@ -91,8 +110,19 @@ std::unique_ptr<graph::Executable> CompiledTrainStep::trace_and_compile(const Te
     tracer.bind_state(state);
     Tensor x = tracer.input(ops::meta_of(images), "images");
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
-    slices = micro_batches_for(images);
-    if (evaluation) {
+    slices = logical ? 1 : micro_batches_for(images);
+    if (logical) {
+      auto [logits, loss] = parallel::trace_local_step(tracer, *logical, x, y, evaluation);
+      if (evaluation) {
+        tracer.add_output(logits);
+      } else {
+        const std::vector<Tensor> params = opt_.parameters();
+        std::vector<Tensor> grads =
+            graph::gradients(tracer, loss, params, parallel::backward_seed(loss));
+        opt_.apply(parallel::reduce_replicated_gradients(grads, params));
+      }
+      tracer.add_output(loss);
+    } else if (evaluation) {
       std::vector<Tensor> logits;
       Tensor loss;
       for (int i = 0; i < slices; ++i) {
@@ -192,7 +222,8 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   bool any_bf16 = false;
   for (const amp::PlacementDecision& d : placement_) any_bf16 = any_bf16 || d.chosen != DType::f32;
   // Data parallel ranks must compile the same step, which separate races could not promise.
-  if (!evaluation && !amp_raced_ && any_bf16 && !parallel::data_parallel_active()) {
+  if (!evaluation && !amp_raced_ && any_bf16 && !parallel::data_parallel_active() &&
+      !parallel::semi_auto_active()) {
     exe = faster_than_fp32(std::move(exe), images, labels);
   }
   if (verbose_) {
@@ -201,6 +232,9 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
                                         : "input shapes changed, recompiled";
     const std::string slices_str =
         slices > 1 ? " in " + std::to_string(slices) + " micro-batches" : std::string();
+    if (parallel::semi_auto_active() && comm::rank() == 0) {
+      std::fprintf(stderr, "%s", parallel_plan_.c_str());
+    }
     std::fprintf(
         stderr, "kiln graph mode: %s%s%s for inputs %s: %s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",

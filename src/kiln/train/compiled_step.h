@@ -17,6 +17,7 @@
 // and its inverse live in state scalars written before each step: a changing dynamic scale
 // never recompiles.
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,9 @@ class CompiledTrainStep {
   // Whether the first training graph with bf16 in it lost to the same step in fp32 on this CPU,
   // so that every graph since is compiled in fp32 (never with AmpConfig::strict).
   bool amp_fell_back_to_fp32() const { return amp_fell_back_; }
+  // SEMI_AUTO_PARALLEL: the plan of the last compiled graph (ShardingPlan::str, as this rank
+  // runs it), printed in the compile log on rank 0; empty in other modes.
+  const std::string& parallel_plan() const { return parallel_plan_; }
 
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
@@ -134,6 +138,7 @@ class CompiledTrainStep {
   bool verbose_ = true;
   amp::LossScaleManager* loss_scale_;
   Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step
+  std::string parallel_plan_;
   bool last_skipped_ = false;
 };
 

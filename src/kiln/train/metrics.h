@@ -12,8 +12,9 @@ class Metric {
  public:
   virtual ~Metric() = default;
   virtual void clear() = 0;
-  // logits [N, C]; labels [N] class indices (i32/i64) or [N, C] one-hot/probabilities; loss is
-  // the batch's mean loss.
+  // logits [N, C]; labels [N] class indices (i32/i64) or [N, C] one-hot/probabilities (or
+  // logits [..., C] with class indices [...], every position a sample); loss is the batch's
+  // mean loss.
   virtual void update(const Tensor& logits, const Tensor& labels, float loss) = 0;
   virtual double eval() const = 0;
   // The metric's state as sums that add across shards (data parallel evaluation adds every
@@ -23,7 +24,7 @@ class Metric {
 };
 using MetricPtr = std::shared_ptr<Metric>;
 
-// Fraction of rows whose arg-max logit is the label.
+// Fraction of rows (positions, for sequence logits) whose arg-max logit is the label.
 class Accuracy : public Metric {
  public:
   void clear() override { correct_ = total_ = 0; }
@@ -50,7 +51,22 @@ class Loss : public Metric {
   int64_t batches_ = 0;
 };
 
-// "accuracy"/"Accuracy"/"acc", "loss"/"Loss"; Error naming anything else.
+// exp of the mean loss per label (each batch's mean loss weighted by its label count, so a
+// short last batch counts for what it holds): a language model's perplexity when the loss is
+// the mean next-token cross-entropy.
+class Perplexity : public Metric {
+ public:
+  void clear() override { loss_sum_ = count_ = 0; }
+  void update(const Tensor& logits, const Tensor& labels, float loss) override;
+  double eval() const override;
+  std::vector<double> sums() const override { return {loss_sum_, count_}; }
+  void set_sums(const std::vector<double>& s) override;
+
+ private:
+  double loss_sum_ = 0, count_ = 0;
+};
+
+// "accuracy"/"Accuracy"/"acc", "loss"/"Loss", "perplexity"/"ppl"; Error naming anything else.
 MetricPtr metric_by_name(const std::string& name);
 
 }  // namespace kiln::train

@@ -11,6 +11,7 @@
 #include "kiln/ops/cpu_support.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
+#include "kiln/parallel/semi_auto.h"
 #include "kiln/train/compiled_step.h"
 #include "kiln/train/step_trace.h"
 
@@ -124,6 +125,11 @@ void Model::join_data_parallel(const Tensor& data) {
 }
 
 float Model::eager_step(const Tensor& data, const Tensor& label) {
+  if (parallel::semi_auto_active()) {
+    throw Error(
+        "Model.train: SEMI_AUTO_PARALLEL runs in graph mode; call set_context({.mode = "
+        "GRAPH_MODE}) first");
+  }
   join_data_parallel(data);
   optimizer_->prepare_step();
   Tensor loss;
@@ -182,7 +188,8 @@ float Model::graph_step(const Tensor& data, const Tensor& label) {
     compiled_ = std::make_unique<CompiledTrainStep>(
         *network_, *loss_fn_, *optimizer_, options_from_context(), amp_, loss_scale_.get());
     // Data parallel: every rank compiles the same graph; rank 0 says so.
-    if (!options_.compile_log || (parallel::data_parallel_active() && comm::rank() != 0))
+    if (!options_.compile_log ||
+        ((parallel::data_parallel_active() || parallel::semi_auto_active()) && comm::rank() != 0))
       compiled_->set_verbose(false);
   }
   Tensor loss;

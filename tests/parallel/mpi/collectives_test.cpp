@@ -137,6 +137,41 @@ TEST(Collectives, GraphModeRunsWhatEagerRuns) {
 }
 
 // The job-wide objective: every rank's sum(w_r * op(x_r)), added over the ranks.
+TEST(Collectives, AllGatherAndReduceScatterAlongAnAxis) {
+  // Along dimension 1: each rank's [2, 3] block side by side in rank order.
+  const int64_t n = ranks();
+  Tensor x = rank_input(me(), Shape({2, 3}));
+  Tensor gathered = ops::all_gather(x, 1);
+  ASSERT_EQ(gathered.shape(), Shape({2, 3 * n}));
+  std::vector<float> got = values(gathered);
+  for (int r = 0; r < ranks(); ++r) {
+    std::vector<float> v = values(rank_input(r, Shape({2, 3})));
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(got[size_t(i * 3 * n + r * 3 + j)], v[size_t(i * 3 + j)]) << r << " " << i;
+      }
+    }
+  }
+  // The sum over ranks of [2, 3n], this rank keeping columns [3 me, 3 me + 3).
+  Tensor big = rank_input(me(), Shape({2, 3 * n}));
+  Tensor scattered = ops::reduce_scatter(big, 1);
+  ASSERT_EQ(scattered.shape(), Shape({2, 3}));
+  std::vector<float> sum(size_t(big.numel()), 0.f);
+  for (int r = 0; r < ranks(); ++r) {
+    std::vector<float> v = values(rank_input(r, big.shape()));
+    for (size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+  }
+  std::vector<float> mine = values(scattered);
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(mine[size_t(i * 3 + j)], sum[size_t(i * 3 * n + me() * 3 + j)]);
+    }
+  }
+  // A group of this rank alone: a copy; a group without this rank: an error naming it.
+  EXPECT_EQ(values(ops::all_reduce(x, ops::CollectiveReduction::sum, {me()})), values(x));
+  EXPECT_THROW(ops::all_gather(x, 0, {(me() + 1) % ranks()}), Error);
+}
+
 using OpFn = std::function<Tensor(const Tensor&)>;
 double objective(const OpFn& op, const Tensor& x, const Tensor& w) {
   float local = ops::sum(ops::mul(op(x), w)).to_vector<float>()[0];
@@ -186,6 +221,10 @@ TEST(Collectives, GradientOfAllGatherAndReduceScatter) {
   check_gradient([](const Tensor& x) { return ops::all_gather(x); }, Shape({2}), Shape({2 * n}));
   check_gradient([](const Tensor& x) { return ops::reduce_scatter(x); }, Shape({2 * n}),
                  Shape({2}));
+  check_gradient([](const Tensor& x) { return ops::all_gather(x, 1); }, Shape({2, 2}),
+                 Shape({2, 2 * n}));
+  check_gradient([](const Tensor& x) { return ops::reduce_scatter(x, 1); }, Shape({2, 2 * n}),
+                 Shape({2, 2}));
 }
 
 }  // namespace

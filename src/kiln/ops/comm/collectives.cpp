@@ -52,6 +52,7 @@ std::vector<TensorMeta> infer_all_reduce(std::span<const TensorMeta> in, const A
   if (a.reduction == 0 && in[0].dtype != DType::f32) {
     throw ShapeError("all_reduce: a mean needs f32 data, got " + describe_meta(in[0]));
   }
+  comm::group_size(a.group);  // this rank must be in the group
   return {in[0]};
 }
 
@@ -60,10 +61,11 @@ void all_reduce_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
   Tensor& y = out[0];
   Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
   copy_into(in[0], staged);
-  comm::all_reduce(staged.raw_data(), staged.numel(), staged.dtype(), comm::ReduceOp::sum);
-  if (a.reduction == 0 && comm::size() > 1) {
+  comm::all_reduce(staged.raw_data(), staged.numel(), staged.dtype(), comm::ReduceOp::sum, a.group);
+  const int n = comm::group_size(a.group);
+  if (a.reduction == 0 && n > 1) {
     float* p = staged.data<float>();
-    const float inv = 1.0f / float(comm::size());
+    const float inv = 1.0f / float(n);
     for (int64_t i = 0; i < staged.numel(); ++i) p[i] *= inv;
   }
   if (!staged.same(y)) strided_copy(staged, y);
@@ -94,39 +96,86 @@ void broadcast_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
 
 // ---- all_gather / reduce_scatter ----
 
-std::vector<TensorMeta> infer_all_gather(std::span<const TensorMeta> in, const Attrs&) {
-  if (in[0].shape.rank() == 0) {
-    throw ShapeError("all_gather: needs at least one dimension, got " + describe_meta(in[0]));
+int64_t collective_axis(const char* op, const TensorMeta& m, int64_t axis) {
+  const int64_t r = m.shape.rank();
+  const int64_t a = axis < 0 ? axis + r : axis;
+  if (r == 0 || a < 0 || a >= r) {
+    throw ShapeError(detail::concat(op, ": axis ", axis, " is outside ", describe_meta(m)));
   }
+  return a;
+}
+
+std::vector<TensorMeta> infer_all_gather(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const CollectiveAttrs& a = attrs.as<CollectiveAttrs>();
+  const int64_t axis = collective_axis("all_gather", in[0], a.axis);
   if (in[0].dtype == DType::f16 || in[0].dtype == DType::bf16) {
     throw ShapeError("all_gather: f32, integer or bool data, got " + describe_meta(in[0]));
   }
   std::vector<int64_t> dims = in[0].shape.dims();
-  dims[0] *= comm::size();
+  dims[size_t(axis)] *= comm::group_size(a.group);
   return {TensorMeta{Shape(std::move(dims)), in[0].dtype}};
 }
 
-void all_gather_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
-  Tensor x = dense_input(in[0]);
-  comm::all_gather(x.raw_data(), out[0].raw_data(), x.numel(), x.dtype());
+// Block j of `whole` along `axis`: `block`'s shape, at the block's place in `whole`.
+Tensor block_view(const Tensor& whole, const Shape& block, int64_t axis, int64_t j) {
+  return whole.view_as(block, whole.strides(),
+                       whole.offset() + j * block[int(axis)] * whole.strides()[size_t(axis)]);
 }
 
-std::vector<TensorMeta> infer_reduce_scatter(std::span<const TensorMeta> in, const Attrs&) {
+void all_gather_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const CollectiveAttrs& a = attrs.as<CollectiveAttrs>();
+  const int64_t axis = collective_axis("all_gather", meta_of(in[0]), a.axis);
+  Tensor x = dense_input(in[0]);
+  Tensor& y = out[0];
+  if (axis == 0 && y.is_contiguous()) {
+    comm::all_gather(x.raw_data(), y.raw_data(), x.numel(), x.dtype(), a.group);
+    return;
+  }
+  const int n = comm::group_size(a.group);
+  Tensor staged = Tensor::empty(Shape({int64_t(n) * x.numel()}), x.dtype());
+  comm::all_gather(x.raw_data(), staged.raw_data(), x.numel(), x.dtype(), a.group);
+  for (int j = 0; j < n; ++j) {
+    Tensor src = staged.view_as(x.shape(), contiguous_strides(x.shape()), int64_t(j) * x.numel());
+    Tensor dst = block_view(y, x.shape(), axis, j);
+    strided_copy(src, dst);
+  }
+}
+
+std::vector<TensorMeta> infer_reduce_scatter(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const CollectiveAttrs& a = attrs.as<CollectiveAttrs>();
   check_reducible("reduce_scatter", in[0]);
-  const int64_t n = comm::size();
-  if (in[0].shape.rank() == 0 || in[0].shape[0] % n != 0) {
-    throw ShapeError(detail::concat("reduce_scatter: dimension 0 of ", describe_meta(in[0]),
-                                    " must be a multiple of the ", n, " ranks"));
+  const int64_t axis = collective_axis("reduce_scatter", in[0], a.axis);
+  const int64_t n = comm::group_size(a.group);
+  if (in[0].shape[int(axis)] % n != 0) {
+    throw ShapeError(detail::concat("reduce_scatter: dimension ", axis, " of ",
+                                    describe_meta(in[0]), " must be a multiple of the ", n,
+                                    " ranks"));
   }
   std::vector<int64_t> dims = in[0].shape.dims();
-  dims[0] /= n;
+  dims[size_t(axis)] /= n;
   return {TensorMeta{Shape(std::move(dims)), in[0].dtype}};
 }
 
-void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
+void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const CollectiveAttrs& a = attrs.as<CollectiveAttrs>();
+  const int64_t axis = collective_axis("reduce_scatter", meta_of(in[0]), a.axis);
   Tensor x = dense_input(in[0]);
-  comm::reduce_scatter(x.raw_data(), out[0].raw_data(), out[0].numel(), x.dtype(),
-                       comm::ReduceOp::sum);
+  Tensor& y = out[0];
+  Tensor packed = x;
+  if (axis != 0) {
+    // Each rank's block made contiguous, blocks in rank order, as MPI scatters them.
+    const int n = comm::group_size(a.group);
+    const Shape& block = y.shape();
+    packed = Tensor::empty(x.shape(), x.dtype());
+    for (int j = 0; j < n; ++j) {
+      Tensor dst = packed.view_as(block, contiguous_strides(block), int64_t(j) * block.numel());
+      strided_copy(block_view(x, block, axis, j), dst);
+    }
+  }
+  Tensor staged = y.is_contiguous() ? y : Tensor::empty(y.shape(), y.dtype());
+  comm::reduce_scatter(packed.raw_data(), staged.raw_data(), staged.numel(), x.dtype(),
+                       comm::ReduceOp::sum, a.group);
+  if (!staged.same(y)) strided_copy(staged, y);
 }
 
 // ---- barrier ----
@@ -226,11 +275,12 @@ const OpDef op_def_all_reduce = {
     .infer = infer_all_reduce,
     .kernel = all_reduce_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {all_reduce(c.grad_outputs[0],
-                         CollectiveReduction(c.attrs.as<AllReduceAttrs>().reduction))};
+      const AllReduceAttrs& a = c.attrs.as<AllReduceAttrs>();
+      return {all_reduce(c.grad_outputs[0], CollectiveReduction(a.reduction), a.group)};
     },
     .f16_kernels = false,
     .cost = ring_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
 const OpDef op_def_broadcast = {
@@ -244,26 +294,35 @@ const OpDef op_def_broadcast = {
     },
     .f16_kernels = false,
     .cost = ring_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
 const OpDef op_def_all_gather = {
     .name = "all_gather",
+    .attrs = attrs_kind<CollectiveAttrs>,
     .infer = infer_all_gather,
     .kernel = all_gather_kernel,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      return {reduce_scatter(c.grad_outputs[0])};
+      const CollectiveAttrs& a = c.attrs.as<CollectiveAttrs>();
+      return {reduce_scatter(c.grad_outputs[0], a.axis, a.group)};
     },
     .f16_kernels = false,
     .cost = ring_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
 const OpDef op_def_reduce_scatter = {
     .name = "reduce_scatter",
+    .attrs = attrs_kind<CollectiveAttrs>,
     .infer = infer_reduce_scatter,
     .kernel = reduce_scatter_kernel,
-    .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {all_gather(c.grad_outputs[0])}; },
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      const CollectiveAttrs& a = c.attrs.as<CollectiveAttrs>();
+      return {all_gather(c.grad_outputs[0], a.axis, a.group)};
+    },
     .f16_kernels = false,
     .cost = ring_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
 const OpDef op_def_barrier = {
@@ -273,6 +332,7 @@ const OpDef op_def_barrier = {
     .kernel = barrier_kernel,
     .no_grad_reason = "takes no input",
     .cost = no_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
 const OpDef op_def_all_reduce_bucket_start = {
@@ -284,6 +344,7 @@ const OpDef op_def_all_reduce_bucket_start = {
     .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
     .f16_kernels = false,
     .cost = ring_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
 const OpDef op_def_all_reduce_bucket_wait = {
@@ -293,10 +354,12 @@ const OpDef op_def_all_reduce_bucket_wait = {
     .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
     .f16_kernels = false,
     .cost = no_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
-Tensor all_reduce(const Tensor& x, CollectiveReduction reduction) {
-  Attrs a = AllReduceAttrs{.reduction = int64_t(reduction)};
+Tensor all_reduce(const Tensor& x, CollectiveReduction reduction,
+                  const std::vector<int64_t>& group) {
+  Attrs a = AllReduceAttrs{.reduction = int64_t(reduction), .group = group};
   return call_one_output(OpKind::all_reduce, {x}, a);
 }
 
@@ -305,12 +368,14 @@ Tensor broadcast(const Tensor& x, int root) {
   return call_one_output(OpKind::broadcast, {x}, a);
 }
 
-Tensor all_gather(const Tensor& x) {
-  return call_one_output(OpKind::all_gather, {x});
+Tensor all_gather(const Tensor& x, int64_t axis, const std::vector<int64_t>& group) {
+  Attrs a = CollectiveAttrs{.axis = axis, .group = group};
+  return call_one_output(OpKind::all_gather, {x}, a);
 }
 
-Tensor reduce_scatter(const Tensor& x) {
-  return call_one_output(OpKind::reduce_scatter, {x});
+Tensor reduce_scatter(const Tensor& x, int64_t axis, const std::vector<int64_t>& group) {
+  Attrs a = CollectiveAttrs{.axis = axis, .group = group};
+  return call_one_output(OpKind::reduce_scatter, {x}, a);
 }
 
 Tensor barrier() {

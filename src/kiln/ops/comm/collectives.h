@@ -9,16 +9,19 @@ namespace kiln::ops {
 
 enum class CollectiveReduction : int64_t { mean = 0, sum = 1 };
 
+// `group`: the ranks taking part, ascending (comm::Group); empty: every rank.
+//
 // Every rank's x reduced over the ranks (same shape). Gradient: the same all_reduce of the
 // output's gradient.
-Tensor all_reduce(const Tensor& x, CollectiveReduction reduction = CollectiveReduction::sum);
+Tensor all_reduce(const Tensor& x, CollectiveReduction reduction = CollectiveReduction::sum,
+                  const std::vector<int64_t>& group = {});
 // Rank `root`'s x on every rank. Gradient: the sum of every rank's gradient, on the root only.
 Tensor broadcast(const Tensor& x, int root = 0);
-// Every rank's x concatenated along dimension 0, in rank order. Gradient: reduce_scatter.
-Tensor all_gather(const Tensor& x);
-// The sum over ranks of x (dimension 0 a multiple of the rank count), split along dimension 0;
-// this rank keeps its block. Gradient: all_gather.
-Tensor reduce_scatter(const Tensor& x);
+// Every rank's x concatenated along dimension `axis`, in rank order. Gradient: reduce_scatter.
+Tensor all_gather(const Tensor& x, int64_t axis = 0, const std::vector<int64_t>& group = {});
+// The sum over ranks of x (dimension `axis` a multiple of the rank count), split along that
+// dimension; this rank keeps its block. Gradient: all_gather.
+Tensor reduce_scatter(const Tensor& x, int64_t axis = 0, const std::vector<int64_t>& group = {});
 // Waits until every rank reaches it; returns the number of ranks (an i32 scalar).
 Tensor barrier();
 

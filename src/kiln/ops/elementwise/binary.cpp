@@ -1,5 +1,6 @@
 // Binary elementwise ops with NumPy broadcasting.
 #include "kiln/ops/detail/elementwise_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -56,6 +57,7 @@ const OpDef op_def_add = {
     },
     .cost = cost<1>,
     .tile = add_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_sub = {
@@ -69,6 +71,7 @@ const OpDef op_def_sub = {
     },
     .cost = cost<1>,
     .tile = sub_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_mul = {
@@ -86,6 +89,7 @@ const OpDef op_def_mul = {
     .saved_inputs = 0b11,
     .cost = cost<1>,
     .tile = mul_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_div = {
@@ -106,6 +110,7 @@ const OpDef op_def_div = {
     .saves_outputs = true,
     .cost = cost<1>,
     .tile = div_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 // Ties send the gradient to the first input, as PyTorch's max/min of two tensors do to neither;
@@ -126,6 +131,7 @@ const OpDef op_def_maximum = {
     .saves_outputs = true,
     .cost = cost<1>,
     .tile = maximum_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_minimum = {
@@ -144,6 +150,7 @@ const OpDef op_def_minimum = {
     .saves_outputs = true,
     .cost = cost<1>,
     .tile = minimum_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_pow = {
@@ -164,6 +171,7 @@ const OpDef op_def_pow = {
     .saves_outputs = true,
     .cost = cost<8>,
     .tile = pow_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 Tensor add(const Tensor& a, const Tensor& b) {

@@ -2,6 +2,7 @@
 // so graph mode can fuse them with their neighbours.
 #include "kiln/ops/detail/elementwise_common.h"
 #include "kiln/ops/detail/vmath.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -61,6 +62,7 @@ const OpDef op_def_relu_grad = {
     .saved_inputs = 0b10,
     .cost = cost<1>,
     .tile = relu_grad_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_gelu_grad = {
@@ -84,6 +86,7 @@ const OpDef op_def_gelu_grad = {
     .saved_inputs = 0b11,
     .cost = cost<30>,
     .tile = gelu_grad_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_where_positive = {
@@ -104,6 +107,7 @@ const OpDef op_def_where_positive = {
     .saved_inputs = 0b1,
     .cost = cost<1>,
     .tile = where_positive_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_compare_equal = {
@@ -114,6 +118,7 @@ const OpDef op_def_compare_equal = {
     .no_grad_reason = "compare_equal is piecewise constant: its derivative is zero where defined",
     .cost = cost<1>,
     .tile = compare_equal_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 Tensor relu_grad(const Tensor& grad, const Tensor& y) {

@@ -3,6 +3,7 @@
 
 #include "kiln/ops/detail/elementwise_common.h"
 #include "kiln/ops/detail/vmath.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -72,6 +73,7 @@ const OpDef op_def_add_scalar = {
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {c.grad_outputs[0]}; },
     .cost = cost<1>,
     .tile = add_scalar_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_mul_scalar = {
@@ -84,6 +86,7 @@ const OpDef op_def_mul_scalar = {
     },
     .cost = cost<1>,
     .tile = mul_scalar_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_pow_scalar = {
@@ -100,6 +103,7 @@ const OpDef op_def_pow_scalar = {
     .saved_inputs = 0b1,
     .cost = cost<8>,
     .tile = pow_scalar_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 Tensor add_scalar(const Tensor& x, double s) {

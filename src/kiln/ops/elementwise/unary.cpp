@@ -4,6 +4,7 @@
 
 #include "kiln/ops/detail/elementwise_common.h"
 #include "kiln/ops/detail/vmath.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -57,6 +58,7 @@ const OpDef op_def_neg = {
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {neg(c.grad_outputs[0])}; },
     .cost = cost<1>,
     .tile = neg_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_exp = {
@@ -69,6 +71,7 @@ const OpDef op_def_exp = {
     .saves_outputs = true,
     .cost = cost<12>,
     .tile = exp_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_log = {
@@ -81,6 +84,7 @@ const OpDef op_def_log = {
     .saved_inputs = 0b1,
     .cost = cost<16>,
     .tile = log_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_sqrt = {
@@ -94,6 +98,7 @@ const OpDef op_def_sqrt = {
     .saves_outputs = true,
     .cost = cost<4>,
     .tile = sqrt_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_rsqrt = {
@@ -108,6 +113,7 @@ const OpDef op_def_rsqrt = {
     .saves_outputs = true,
     .cost = cost<5>,
     .tile = rsqrt_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_abs = {
@@ -120,6 +126,7 @@ const OpDef op_def_abs = {
     .saved_inputs = 0b1,
     .cost = cost<1>,
     .tile = abs_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_relu = {
@@ -133,6 +140,7 @@ const OpDef op_def_relu = {
     .saves_outputs = true,
     .cost = cost<1>,
     .tile = relu_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_gelu = {
@@ -145,6 +153,7 @@ const OpDef op_def_gelu = {
     .saved_inputs = 0b1,
     .cost = cost<24>,
     .tile = gelu_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_sigmoid = {
@@ -159,6 +168,7 @@ const OpDef op_def_sigmoid = {
     .saves_outputs = true,
     .cost = cost<14>,
     .tile = sigmoid_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_tanh = {
@@ -173,6 +183,7 @@ const OpDef op_def_tanh = {
     .saves_outputs = true,
     .cost = cost<16>,
     .tile = tanh_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_square = {
@@ -185,6 +196,7 @@ const OpDef op_def_square = {
     .saved_inputs = 0b1,
     .cost = cost<1>,
     .tile = square_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_sign = {
@@ -194,6 +206,7 @@ const OpDef op_def_sign = {
     .no_grad_reason = "sign is piecewise constant: its derivative is zero wherever it exists",
     .cost = cost<2>,
     .tile = sign_tile,
+    .shard = &kElementwiseShardRule,
 };
 
 Tensor neg(const Tensor& x) {

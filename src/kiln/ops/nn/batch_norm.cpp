@@ -228,6 +228,9 @@ const OpDef op_def_batch_norm = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = nn::normalization_cost<5>,
+    .no_shard_reason =
+        "its statistics cover the whole batch; a split batch would need them reduced across ranks "
+        "(SyncBatchNorm), which is not built",
 };
 
 const OpDef op_def_batch_norm_grad = {
@@ -241,6 +244,9 @@ const OpDef op_def_batch_norm_grad = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = nn::normalization_cost<8>,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -667,6 +667,7 @@ const OpDef op_def_conv2d = {
     .amp = AmpClass::low_precision,
     .f16_kernels = false,
     .cost = conv_cost,
+    .no_shard_reason = "no rule yet (the batch split would come first)",
 };
 
 const OpDef op_def_conv2d_backward_data = {
@@ -680,6 +681,9 @@ const OpDef op_def_conv2d_backward_data = {
     .amp = AmpClass::low_precision,
     .f16_kernels = false,
     .cost = bwd_data_cost,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 const OpDef op_def_conv2d_backward_weights = {
@@ -694,6 +698,9 @@ const OpDef op_def_conv2d_backward_weights = {
     .amp = AmpClass::low_precision,
     .f16_kernels = false,
     .cost = bwd_weights_cost,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/ops/detail/nn_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -153,6 +154,7 @@ const OpDef op_def_softmax_cross_entropy = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = ce_cost,
+    .shard = &kCrossEntropyShardRule,
 };
 
 const OpDef op_def_softmax_cross_entropy_grad = {
@@ -165,6 +167,9 @@ const OpDef op_def_softmax_cross_entropy_grad = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = ce_cost,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t reduction) {

@@ -78,6 +78,7 @@ const OpDef op_def_dropout = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = dropout_cost,
+    .no_shard_reason = "its random mask would differ from the single-process run's if split",
 };
 
 std::vector<Tensor> dropout(const Tensor& x, double p, bool training) {

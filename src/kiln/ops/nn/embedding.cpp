@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kiln/ops/detail/nn_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -107,6 +108,7 @@ const OpDef op_def_embedding = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = embedding_cost,
+    .shard = &kEmbeddingShardRule,
 };
 
 const OpDef op_def_embedding_grad = {
@@ -123,6 +125,9 @@ const OpDef op_def_embedding_grad = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = embedding_grad_cost,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 Tensor embedding(const Tensor& table, const Tensor& indices) {

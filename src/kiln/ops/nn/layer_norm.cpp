@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/ops/detail/nn_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -167,6 +168,7 @@ const OpDef op_def_layer_norm = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = nn::normalization_cost<5>,
+    .shard = &kLayerNormShardRule,
 };
 
 const OpDef op_def_layer_norm_grad = {
@@ -180,6 +182,9 @@ const OpDef op_def_layer_norm_grad = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = nn::normalization_cost<8>,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 std::vector<Tensor> layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -2,6 +2,7 @@
 // transpose_a/transpose_b are expressed as strides, so neither the forward nor the gradients
 // (which use the transposed forms) ever copy an operand.
 #include "kiln/ops/detail/nn_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -132,7 +133,14 @@ std::vector<Tensor> matmul_grad(const GradCtx& c) {
     Tensor ga = !ta ? matmul(g, b, false, !tb) : matmul(b, g, tb, true);
     grads[0] = nn::reduce_to(ga, c.input_metas[0].shape);
   }
-  if (c.needs_grad[1]) {
+  if (c.needs_grad[1] && !ta && a.rank() > 2 && c.input_metas[1].shape.rank() == 2) {
+    // A 2-D weight applied to batched rows (a Dense layer on [B, T, C]): every leading dim is
+    // more rows of one product, so fold them into one [rows, K] matmul instead of B products
+    // of [K, N] summed afterwards (B times the memory, and a reduction).
+    const int64_t k = a.dim(-1);
+    Tensor a2 = reshape(a, {-1, k}), g2 = reshape(g, {-1, g.dim(-1)});
+    grads[1] = !tb ? matmul(a2, g2, true, false) : matmul(g2, a2, true, false);
+  } else if (c.needs_grad[1]) {
     Tensor gb = !tb ? matmul(a, g, !ta, false) : matmul(g, a, true, ta);
     grads[1] = nn::reduce_to(gb, c.input_metas[1].shape);
   }
@@ -159,6 +167,7 @@ const OpDef op_def_matmul = {
     .amp = AmpClass::low_precision,
     .f16_kernels = false,
     .cost = matmul_cost,
+    .shard = &kMatmulShardRule,
 };
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {

@@ -231,6 +231,7 @@ const OpDef op_def_max_pool2d = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = pool_cost<1>,
+    .no_shard_reason = "no rule yet (the batch split would come first)",
 };
 
 const OpDef op_def_max_pool2d_grad = {
@@ -243,6 +244,9 @@ const OpDef op_def_max_pool2d_grad = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = pool_cost<2>,  // finds the window maxima again
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 const OpDef op_def_avg_pool2d = {
@@ -258,6 +262,7 @@ const OpDef op_def_avg_pool2d = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = pool_cost<1>,
+    .no_shard_reason = "no rule yet (the batch split would come first)",
 };
 
 const OpDef op_def_avg_pool2d_grad = {
@@ -274,6 +279,9 @@ const OpDef op_def_avg_pool2d_grad = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = pool_cost<1>,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& opt) {

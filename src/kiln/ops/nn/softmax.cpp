@@ -1,6 +1,7 @@
 // Softmax and log-softmax along one axis, and their backward ops, on oneDNN (softmax_v2: one
 // primitive family for both, any axis, any strides).
 #include "kiln/ops/detail/nn_common.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -138,6 +139,7 @@ const OpDef op_def_softmax = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = elementwise_cost<5>,
+    .shard = &kSoftmaxShardRule,
 };
 
 const OpDef op_def_log_softmax = {
@@ -152,6 +154,7 @@ const OpDef op_def_log_softmax = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = elementwise_cost<5>,
+    .shard = &kSoftmaxShardRule,
 };
 
 const OpDef op_def_softmax_grad = {
@@ -164,6 +167,9 @@ const OpDef op_def_softmax_grad = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = elementwise_cost<4>,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 const OpDef op_def_log_softmax_grad = {
@@ -176,6 +182,9 @@ const OpDef op_def_log_softmax_grad = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = elementwise_cost<4>,
+    .no_shard_reason =
+        "a backward op: the partition splits the forward graph and graph autodiff differentiates "
+        "each rank's local graph",
 };
 
 Tensor softmax(const Tensor& x, int64_t axis) {

@@ -80,6 +80,7 @@ const OpDef op_def_adam_update = {
     .mutated_inputs = 0b1101,
     .amp = AmpClass::fp32,
     .cost = adam_cost,
+    .no_shard_reason = "updates each rank's own shard of a parameter, after the partition",
 };
 
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& step_size,

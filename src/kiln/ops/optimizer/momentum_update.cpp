@@ -70,6 +70,7 @@ const OpDef op_def_momentum_update = {
     .mutated_inputs = 0b101,
     .amp = AmpClass::fp32,
     .cost = momentum_cost,
+    .no_shard_reason = "updates each rank's own shard of a parameter, after the partition",
 };
 
 void momentum_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tensor& lr,

@@ -51,6 +51,7 @@ const OpDef op_def_sgd_update = {
     .mutated_inputs = 0b1,
     .amp = AmpClass::fp32,
     .cost = sgd_cost,
+    .no_shard_reason = "updates each rank's own shard of a parameter, after the partition",
 };
 
 void sgd_update(Tensor& param, const Tensor& grad, const Tensor& lr, double weight_decay) {

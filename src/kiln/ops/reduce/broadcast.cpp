@@ -81,6 +81,7 @@ const OpDef op_def_sum_to_shape = {
       return {broadcast_to(c.grad_outputs[0], c.input_metas[0].shape)};
     },
     .cost = copy_cost,
+    .no_shard_reason = "a gradient helper: graph autodiff differentiates each rank's local graph",
 };
 
 const OpDef op_def_broadcast_to = {
@@ -92,6 +93,7 @@ const OpDef op_def_broadcast_to = {
       return {sum_to_shape(c.grad_outputs[0], c.input_metas[0].shape)};
     },
     .cost = copy_cost,
+    .no_shard_reason = "no rule yet: its target shape names the whole tensor",
 };
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {

@@ -1,6 +1,7 @@
 // Reductions over axes: sum, mean, max, argmax. The kernels live in kernels/reduce.cpp; they
 // accumulate in f32 whatever the input dtype, so the AMP class is `follow` (no cast pass needed).
 #include "kiln/ops/kernels/reduce.h"
+#include "kiln/ops/shard_rule.h"
 
 #include "kiln/ops/detail/reduce_axes.h"
 #include "kiln/ops/dispatch.h"
@@ -98,6 +99,7 @@ const OpDef op_def_sum = {
       return {spread(c.grad_outputs[0], c.input_metas[0], c.attrs)};
     },
     .cost = reduce_cost,
+    .shard = &kSumShardRule,
 };
 
 const OpDef op_def_mean = {
@@ -111,6 +113,7 @@ const OpDef op_def_mean = {
       return {mul_scalar(spread(c.grad_outputs[0], in, c.attrs), 1.0 / double(n))};
     },
     .cost = reduce_cost,
+    .shard = &kMeanShardRule,
 };
 
 // Ties share the gradient equally (as PyTorch's amax does), so it still sums to the incoming one.
@@ -131,6 +134,7 @@ const OpDef op_def_max = {
     .saved_inputs = 0b1,
     .saves_outputs = true,
     .cost = reduce_cost,
+    .shard = &kMaxReduceShardRule,
 };
 
 const OpDef op_def_argmax = {
@@ -140,6 +144,7 @@ const OpDef op_def_argmax = {
     .kernel = argmax_kernel,
     .no_grad_reason = "argmax returns integer indices",
     .cost = reduce_cost,
+    .shard = &kMaxReduceShardRule,
 };
 
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdims) {

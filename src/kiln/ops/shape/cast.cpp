@@ -4,6 +4,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -87,6 +88,7 @@ const OpDef op_def_cast = {
       return {cast(c.grad_outputs[0], c.input_metas[0].dtype)};
     },
     .cost = cast_cost,
+    .shard = &kElementwiseShardRule,
 };
 
 const OpDef op_def_one_hot = {
@@ -96,6 +98,7 @@ const OpDef op_def_one_hot = {
     .kernel = one_hot_kernel,
     .no_grad_reason = "one_hot takes integer indices",
     .cost = one_hot_cost,
+    .no_shard_reason = "no rule yet",
 };
 
 Tensor cast(const Tensor& x, DType dtype) {

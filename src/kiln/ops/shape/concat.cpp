@@ -105,6 +105,7 @@ const OpDef op_def_concat = {
       return grads;
     },
     .cost = copy_cost,
+    .no_shard_reason = "no rule yet: its inputs are gathered whole",
 };
 
 const OpDef op_def_pad_slice_grad = {
@@ -117,6 +118,7 @@ const OpDef op_def_pad_slice_grad = {
       return {slice(c.grad_outputs[0], a.axis, a.start, a.end, a.step)};
     },
     .cost = copy_cost,
+    .no_shard_reason = "a gradient helper: graph autodiff differentiates each rank's local graph",
 };
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {

@@ -6,6 +6,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -157,6 +158,7 @@ const OpDef op_def_reshape = {
       return {reshape(c.grad_outputs[0], c.input_metas[0].shape)};
     },
     .cost = view_cost,
+    .shard = &kReshapeShardRule,
 };
 
 const OpDef op_def_transpose = {
@@ -171,6 +173,7 @@ const OpDef op_def_transpose = {
       return {transpose(c.grad_outputs[0], inverse)};
     },
     .cost = view_cost,
+    .shard = &kTransposeShardRule,
 };
 
 const OpDef op_def_slice = {
@@ -184,6 +187,7 @@ const OpDef op_def_slice = {
                              a.step)};
     },
     .cost = view_cost,
+    .no_shard_reason = "no rule yet: its bounds name the whole tensor",
 };
 
 const OpDef op_def_contiguous = {
@@ -192,6 +196,7 @@ const OpDef op_def_contiguous = {
     .view = contiguous_view,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {c.grad_outputs[0]}; },
     .cost = copy_cost,
+    .shard = &kElementwiseShardRule,
 };
 
 Tensor reshape(const Tensor& x, const Shape& shape) {

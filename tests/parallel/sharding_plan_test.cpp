@@ -1,0 +1,156 @@
+// SEMI_AUTO_PARALLEL's planning, in one process (pure computation, any rank count): the user's
+// strategies recorded by the tracer, sharding propagation to the ops left unset, the layouts and
+// the redistributions between them, and the errors for strategies that do not fit.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/core/error.h"
+#include "kiln/graph/tracer.h"
+#include "kiln/nn/dense.h"
+#include "kiln/ops/functional.h"
+#include "kiln/parallel/sharding_plan.h"
+
+namespace kiln::parallel {
+namespace {
+
+using ops::Strategy;
+
+// x [8, 16] -> Dense(16, 64) -> relu -> Dense(64, 4) -> cross entropy with labels [8].
+struct Mlp {
+  nn::Dense fc1{16, 64}, fc2{64, 4};
+  graph::Graph g;
+
+  void trace() {
+    graph::Tracer tracer(g);
+    tracer.bind_state({{"fc1.weight", fc1.weight()},
+                       {"fc1.bias", fc1.bias()},
+                       {"fc2.weight", fc2.weight()},
+                       {"fc2.bias", fc2.bias()}});
+    Tensor x = tracer.input({Shape({8, 16}), DType::f32}, "images");
+    Tensor y = tracer.input({Shape({8}), DType::i32}, "labels");
+    Tensor loss = ops::softmax_cross_entropy(fc2(ops::relu(fc1(x))), y);
+    tracer.add_output(loss);
+    tracer.finish();
+  }
+  // The plan of the first live node running `kind` (the n-th one).
+  const OpPlan& op(const ShardingPlan& plan, ops::OpKind kind, int nth = 0) const {
+    for (graph::NodeId id : g.schedule()) {
+      if (g.node(id).op == kind && nth-- == 0) return *plan.ops[size_t(id)];
+    }
+    throw Error("no such node");
+  }
+};
+
+TEST(ShardingPropagation, MegatronColumnSplitPropagatesToTheRowSplit) {
+  Mlp m;
+  m.fc1.matmul().shard({{1, 1}, {2, 1}});  // weight [64, 16]: its output columns split
+  m.trace();
+  const ShardingPlan plan = plan_sharding(m.g, 2);
+  EXPECT_EQ(m.op(plan, ops::OpKind::matmul).source, OpPlan::Source::user);
+  // The bias add and the relu follow the column split; the second matmul then splits its
+  // contracted dimension (Megatron's row-parallel layer) and makes partial sums.
+  EXPECT_EQ(m.op(plan, ops::OpKind::add).strategy, Strategy({{1, 2}, {2}}));
+  EXPECT_EQ(m.op(plan, ops::OpKind::relu).strategy, Strategy({{1, 2}}));
+  const OpPlan& fc2 = m.op(plan, ops::OpKind::matmul, 1);
+  EXPECT_EQ(fc2.source, OpPlan::Source::propagated);
+  EXPECT_EQ(fc2.strategy, Strategy({{1, 2}, {1, 2}}));
+  EXPECT_TRUE(fc2.outputs[0].is_partial());
+  // What follows the partial sums cannot take them: it runs whole, after an all-reduce.
+  EXPECT_EQ(m.op(plan, ops::OpKind::add, 1).strategy, Strategy({{1, 1}, {1}}));
+  EXPECT_EQ(m.op(plan, ops::OpKind::softmax_cross_entropy).strategy, Strategy({{1, 1}, {1}}));
+  // The parameters are held as their first consumer wants them.
+  const std::string text = plan.str(m.g);
+  EXPECT_NE(text.find("parameter fc1.weight [64, 16]: split [2, 1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("parameter fc2.weight [4, 64]: split [1, 2]"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce over ranks [0, 1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("your strategy"), std::string::npos) << text;
+}
+
+TEST(ShardingPropagation, ABatchSplitReachesTheLoss) {
+  Mlp m;
+  m.fc1.matmul().shard({{4, 1}, {1, 1}});
+  m.trace();
+  const ShardingPlan plan = plan_sharding(m.g, 4);
+  EXPECT_EQ(m.op(plan, ops::OpKind::relu).strategy, Strategy({{4, 1}}));
+  EXPECT_EQ(m.op(plan, ops::OpKind::matmul, 1).strategy, Strategy({{4, 1}, {1, 1}}));
+  EXPECT_EQ(m.op(plan, ops::OpKind::add, 1).strategy, Strategy({{4, 1}, {1}}));
+  const OpPlan& loss = m.op(plan, ops::OpKind::softmax_cross_entropy);
+  EXPECT_EQ(loss.strategy, Strategy({{4, 1}, {4}}));
+  EXPECT_TRUE(loss.outputs[0].is_partial());
+  EXPECT_DOUBLE_EQ(loss.form.output_scale, 0.25);  // each rank's mean is a quarter of the loss
+}
+
+TEST(ShardingPropagation, OpsNothingReachesRunReplicatedAndSaySo) {
+  Mlp m;
+  m.trace();
+  const ShardingPlan plan = plan_sharding(m.g, 2);
+  for (graph::NodeId id : m.g.schedule()) {
+    const OpPlan& p = *plan.ops[size_t(id)];
+    EXPECT_TRUE(ops::is_replicated(p.strategy));
+    EXPECT_EQ(p.source, OpPlan::Source::unreached);
+  }
+  EXPECT_NE(plan.str(m.g).find("no split reaches it"), std::string::npos);
+}
+
+TEST(ShardingPropagation, AStrategyThatDoesNotFitNamesOpStrategyAndShapes) {
+  Mlp m;
+  m.fc1.matmul().shard({{3, 1}, {1, 1}});
+  m.trace();
+  try {
+    plan_sharding(m.g, 4);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("matmul: strategy ((3, 1), (1, 1)) for inputs f32[8, 16], f32[64, 16]"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("do not divide"), std::string::npos) << what;
+  }
+  Mlp too_many;
+  too_many.fc1.matmul().shard({{2, 1}, {4, 1}});
+  too_many.trace();
+  EXPECT_THROW(plan_sharding(too_many.g, 4), Error);
+}
+
+TEST(Redistribution, ChoosesTheCheapestSequence) {
+  const Shape shape({8, 6});
+  const ops::ShardedForm partial{.device_matrix = {2},
+                                 .input_maps = {},
+                                 .output_maps = {{ops::kNotSplit, ops::kNotSplit}},
+                                 .output_partial = {{0}}};
+  const TensorLayout sums = TensorLayout::of_form(partial, true, 0, shape, 2);
+  const ops::ShardedForm rows{.device_matrix = {2}, .input_maps = {{0, ops::kNotSplit}}};
+  const TensorLayout split_rows = TensorLayout::of_form(rows, false, 0, shape, 2);
+  const TensorLayout whole = TensorLayout::replicated(shape, 2);
+  // Partial sums wanted split by rows: one reduce_scatter, cheaper than all_reduce + slice.
+  Redistribution r = plan_redistribution(sums, split_rows, 1, DType::f32);
+  ASSERT_EQ(r.steps.size(), 1u);
+  EXPECT_EQ(r.steps[0].kind, RedistributionStep::Kind::reduce_scatter);
+  const CommCostModel model;
+  EXPECT_LT(r.seconds, model.all_reduce(8 * 6 * 4, 2));
+  // Partial sums wanted whole: all_reduce. Split wanted whole: all_gather. Whole wanted split:
+  // a local slice, no communication.
+  r = plan_redistribution(sums, whole, 0, DType::f32);
+  EXPECT_EQ(r.str(), "all_reduce over ranks [0, 1]");
+  r = plan_redistribution(split_rows, whole, 0, DType::f32);
+  EXPECT_EQ(r.str(), "all_gather dim 0 over ranks [0, 1]");
+  r = plan_redistribution(whole, split_rows, 1, DType::f32);
+  EXPECT_EQ(r.str(), "split dim 0 in 2 (keep block 1)");
+  EXPECT_EQ(r.seconds, 0);
+  // On 4 ranks: blocks of a [2, 2] device matrix to rows split along the last axis of
+  // [repeat 2, 2] (ranks 0 and 2 hold rows block 0): both dimensions gathered in their groups,
+  // then the rows sliced.
+  const ops::ShardedForm grid{.device_matrix = {2, 2}, .input_maps = {{0, 1}}};
+  const TensorLayout blocks = TensorLayout::of_form(grid, false, 0, Shape({8, 8}), 4);
+  const ops::ShardedForm rows4{.device_matrix = {2}, .input_maps = {{0, ops::kNotSplit}}};
+  const TensorLayout rows_only = TensorLayout::of_form(rows4, false, 0, Shape({8, 8}), 4);
+  EXPECT_EQ(rows_only.device_matrix, std::vector<int64_t>({2, 2}));  // a repeat axis in front
+  r = plan_redistribution(blocks, rows_only, 2, DType::f32);
+  EXPECT_EQ(r.str(),
+            "all_gather dim 0 over ranks [0, 2], then all_gather dim 1 over ranks [2, 3], then "
+            "split dim 0 in 2 (keep block 0)");
+}
+
+}  // namespace
+}  // namespace kiln::parallel
