@@ -1,5 +1,6 @@
 #include "kiln/train/compiled_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -7,10 +8,13 @@
 #include "kiln/amp/autocast.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
+#include "kiln/core/threads.h"
 #include "kiln/graph/autodiff.h"
 #include "kiln/graph/tracer.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
+#include "kiln/train/batch_split_step.h"
 
 namespace kiln::train {
 namespace {
@@ -32,6 +36,20 @@ graph::CompileOptions options_from_context() {
   o.dump_name = "train_step";
   o.micro_batches = c.micro_batches;
   return o;
+}
+
+std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& opt) {
+  std::vector<nn::NamedTensor> state = net.state_and_names();
+  for (auto& [name, t] : opt.state_and_names()) {
+    if (name != "global_step") state.emplace_back("optimizer." + name, t);
+  }
+  // The per-step scalars (lr, Adam's step size, the loss scale) are rewritten on the host
+  // every step: anything computed from them must be recomputed, never baked in at trace time.
+  std::vector<Tensor> scalars = opt.step_scalars();
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
+  }
+  return state;
 }
 
 CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
@@ -59,16 +77,7 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   int slices = 1;
   {
     graph::Tracer tracer(g);
-    std::vector<nn::NamedTensor> state = net_.state_and_names();
-    for (auto& [name, t] : opt_.state_and_names()) {
-      if (name != "global_step") state.emplace_back("optimizer." + name, t);
-    }
-    // The per-step scalars (lr, Adam's step size, the loss scale) are rewritten on the host
-    // every step: anything computed from them must be recomputed, never baked in at trace time.
-    std::vector<Tensor> scalars = opt_.step_scalars();
-    for (size_t i = 0; i < scalars.size(); ++i) {
-      state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
-    }
+    std::vector<nn::NamedTensor> state = traced_step_state(net_, opt_);
     if (loss_scale_) {
       state.emplace_back("loss_scale", scale_);
       state.emplace_back("loss_scale.inverse", inverse_scale_);
@@ -111,8 +120,24 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     o.dump_name += "_" + std::to_string(compiles_);
   }
   o.updates_last = loss_scale_ != nullptr && !evaluation;
+  // Whether this step could run as batch slices side by side (batch_split_step.h).
+  std::string refusal;
+  if (!evaluation) {
+    if (loss_scale_) {
+      refusal = "loss scaling checks every gradient before any update";
+    } else if (parallel::data_parallel_active()) {
+      refusal = "data parallelism all-reduces the gradients inside the step";
+    } else if (slices > 1) {
+      refusal = "the step runs in micro-batches";
+    } else {
+      refusal = batch_split_refusal(g, loss_, images.rank() > 0 ? images.dim(0) : 0, num_threads());
+    }
+  }
   auto exe = std::make_unique<graph::Executable>(std::move(g), o);
   exe->report().trace_ms = trace_ms;
+  std::string strategy_log;
+  std::unique_ptr<BatchSplitStep> split;
+  if (!evaluation) split = choose_thread_strategy(*exe, refusal, images, labels, strategy_log);
   if (verbose_) {
     const char* what = evaluation       ? "compiled the evaluation forward"
                        : compiles_ == 0 ? "compiled the training step"
@@ -120,25 +145,104 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     const std::string slices_str =
         slices > 1 ? " in " + std::to_string(slices) + " micro-batches" : std::string();
     std::fprintf(
-        stderr, "kiln graph mode: %s%s%s for inputs %s: %s\n", what, slices_str.c_str(),
+        stderr, "kiln graph mode: %s%s%s for inputs %s: %s%s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
-        shapes_str(images, labels).c_str(), exe->report().str().c_str());
+        shapes_str(images, labels).c_str(), exe->report().str().c_str(), strategy_log.c_str());
   }
   ++(evaluation ? eval_compiles_ : compiles_);
   if (compiled_.size() >= kMaxGraphs) {
     for (Current* c : {&current_, &current_eval_}) {
-      if (c->exe == compiled_.front().exe.get()) c->exe = nullptr;
+      if (c->exe == compiled_.front().exe.get()) *c = Current{};
     }
     compiled_.erase(compiled_.begin());
   }
-  compiled_.push_back({net_.training(), evaluation, std::move(exe)});
+  compiled_.push_back({net_.training(), evaluation, std::move(exe), std::move(split)});
   return *compiled_.back().exe;
+}
+
+std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
+    graph::Executable& whole, const std::string& refusal, const Tensor& images,
+    const Tensor& labels, std::string& log) {
+  const int threads = num_threads();
+  if (threads < 2) return nullptr;
+  if (!refusal.empty()) {
+    log = "; threads: per kernel (no batch split: " + refusal + ")";
+    return nullptr;
+  }
+  if (forced_ == ThreadStrategy::per_kernel) {
+    log = "; threads: per kernel (as set)";
+    return nullptr;
+  }
+  auto split =
+      std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, amp_, images, labels, threads);
+  const std::string split_str = "batch split into " + std::to_string(threads) + " slices of " +
+                                std::to_string(images.dim(0) / threads) + " (compiled in " +
+                                std::to_string(int(split->compile_ms())) + " ms)";
+  if (forced_ == ThreadStrategy::batch_split) {
+    log = "; threads: " + split_str + " (as set)";
+    return split;
+  }
+  // Both strategies run real steps on this batch, alternating, and the state they change
+  // (parameters, optimizer state) is put back afterwards: the measurement trains nothing.
+  ops::NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, Tensor>> saved;
+  for (auto& [name, t] : traced_step_state(net_, opt_)) saved.emplace_back(t, t.clone());
+  opt_.prepare_step();
+  const std::vector<Tensor> inputs{images, labels};
+  auto seconds = [](auto&& step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto run_whole = [&] { whole.run(inputs); };
+  auto run_split = [&] { split->run(images, labels); };
+  // The first of each faults its arena in and builds its primitives.
+  const double first = std::max(seconds(run_whole), seconds(run_split));
+  const int repeats = std::clamp(int(0.2 / std::max(first, 1e-6)), 3, 15);
+  std::vector<double> whole_s, split_s;
+  for (int r = 0; r < repeats; ++r) {
+    if (r % 2 == 0) {
+      whole_s.push_back(seconds(run_whole));
+      split_s.push_back(seconds(run_split));
+    } else {
+      split_s.push_back(seconds(run_split));
+      whole_s.push_back(seconds(run_whole));
+    }
+  }
+  for (auto& [t, copy] : saved) t.copy_from(copy);
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  const double whole_ms = median(whole_s) * 1e3, split_ms = median(split_s) * 1e3;
+  char measured[160];
+  std::snprintf(measured, sizeof(measured), " (measured %.3f ms/step, per kernel %.3f ms/step)",
+                split_ms, whole_ms);
+  // The split must win clearly: it costs memory (an arena per slice) for what it buys.
+  if (split_ms < whole_ms * 0.97) {
+    log = "; threads: " + split_str + measured;
+    return split;
+  }
+  std::snprintf(measured, sizeof(measured), " (measured %.3f ms/step, batch split %.3f ms/step)",
+                whole_ms, split_ms);
+  log = std::string("; threads: per kernel") + measured;
+  return nullptr;
+}
+
+ThreadStrategy CompiledTrainStep::thread_strategy() const {
+  if (!current_.exe) throw Error("CompiledTrainStep: no step has run yet");
+  return current_.split ? ThreadStrategy::batch_split : ThreadStrategy::per_kernel;
 }
 
 Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   std::vector<Tensor> inputs{images, labels};
   graph::Executable& exe = select(inputs, false);
   opt_.prepare_step();
+  if (current_.split) {
+    Tensor loss = current_.split->run(images, labels);
+    opt_.advance();
+    return loss;
+  }
   if (!loss_scale_) {
     std::vector<Tensor> out = exe.run(inputs);
     opt_.advance();
@@ -167,13 +271,18 @@ graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, 
   if (current.exe && current.exe->accepts(inputs) && current.training == net_.training()) {
     return *current.exe;
   }
-  current.exe = nullptr;
+  current = Current{};
   for (auto& c : compiled_) {
     if (c.evaluation == evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
       current.exe = c.exe.get();
+      current.split = c.split.get();
     }
   }
-  if (!current.exe) current.exe = &compile(inputs[0], inputs[1], evaluation);
+  if (!current.exe) {
+    compile(inputs[0], inputs[1], evaluation);
+    current.exe = compiled_.back().exe.get();
+    current.split = compiled_.back().split.get();
+  }
   current.training = net_.training();
   return *current.exe;
 }

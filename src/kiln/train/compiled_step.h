@@ -17,6 +17,8 @@
 // and its inverse live in state scalars written before each step: a changing dynamic scale
 // never recompiles.
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,6 +33,18 @@ namespace kiln::train {
 
 // Fusion from Context::enable_graph_kernel, dumps to Context::save_graphs_path.
 graph::CompileOptions options_from_context();
+
+// What a compiled step binds by reference: the network's parameters and buffers, the optimizer's
+// state and its per-step scalars (rewritten on the host each step, so never folded).
+std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& opt);
+
+class BatchSplitStep;
+
+// How a compiled training step uses the process's threads (core/kernel_threads.h).
+enum class ThreadStrategy {
+  per_kernel,   // the whole batch; each kernel on the threads its work pays for
+  batch_split,  // slices of the batch side by side, each kernel on one thread (batch_split_step.h)
+};
 
 class CompiledTrainStep {
  public:
@@ -66,6 +80,12 @@ class CompiledTrainStep {
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
 
+  // How the last training step ran, and why (the compile log says it too).
+  ThreadStrategy thread_strategy() const;
+  // Forces a strategy instead of measuring both when a step compiles (tests, benchmarks);
+  // batch_split still falls back where the step cannot split. Unset: measured.
+  void force_thread_strategy(std::optional<ThreadStrategy> strategy) { forced_ = strategy; }
+
  private:
   graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
   // The compiled graph of this kind for these inputs and the network's mode, compiling it once.
@@ -87,6 +107,14 @@ class CompiledTrainStep {
   void trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
                            const std::vector<Tensor>& grads);
 
+  // A training step's strategy for these inputs: the batch-split step when it is allowed and
+  // measures faster than `whole` (both run on copies of the state that is then restored), with
+  // a line for the compile log.
+  std::unique_ptr<BatchSplitStep> choose_thread_strategy(graph::Executable& whole,
+                                                         const std::string& refusal,
+                                                         const Tensor& images, const Tensor& labels,
+                                                         std::string& log);
+
   nn::Cell& net_;
   nn::LossCell& loss_;
   optim::Optimizer& opt_;
@@ -96,11 +124,13 @@ class CompiledTrainStep {
     bool training;    // the network's mode when traced (BatchNorm, dropout behave differently)
     bool evaluation;  // forward and loss only (evaluate), not a training step
     std::unique_ptr<graph::Executable> exe;
+    std::unique_ptr<BatchSplitStep> split;  // training steps the batch-split strategy runs
   };
   std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
   // The graph each kind (training step, evaluation) last ran, and the network's mode then.
   struct Current {
     graph::Executable* exe = nullptr;
+    BatchSplitStep* split = nullptr;  // runs the step instead of exe when set
     bool training = false;
   };
   Current current_, current_eval_;
@@ -110,6 +140,7 @@ class CompiledTrainStep {
   amp::LossScaleManager* loss_scale_;
   Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step
   bool last_skipped_ = false;
+  std::optional<ThreadStrategy> forced_;
 };
 
 }  // namespace kiln::train
