@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/autograd/tape.h"
 #include "kiln/core/random.h"
 #include "kiln/core/threads.h"
 #include "kiln/models/zoo.h"
@@ -166,6 +167,35 @@ TEST(BatchSplit, MeasuredChoiceTrainsLikeEitherStrategy) {
   const TrainingRun measured = train("lenet", 64, std::nullopt);  // whichever measured faster
   // The measurement ran real steps and put the state back: training is unchanged.
   expect_same_training(whole, measured, "lenet b64, measured strategy");
+}
+
+// Eager mode's split: the slices' summed gradients against the tape's on the whole batch.
+TEST(BatchSplit, EagerGradientsEqualTheWholeBatchGradients) {
+  Budget two(2);
+  autograd::install_tape();
+  for (const std::string model : {"lenet", "mlp"}) {
+    std::shared_ptr<nn::Cell> net = make_net(model);
+    nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+    const std::vector<Tensor> params = net->trainable_params();
+    const Tensor x = batch_images(64, 500), y = batch_labels(64, 600);
+    EXPECT_EQ(eager_batch_split_refusal(*net, loss, x, y, 2), "") << model;
+    const Tensor whole_loss = loss(net->construct(x), y);
+    std::vector<std::vector<float>> whole, split;
+    for (const Tensor& g : autograd::grad(whole_loss, params))
+      whole.push_back(g.to_vector<float>());
+    auto [split_loss, grads] = eager_split_loss_and_gradients(*net, loss, params, {}, x, y, 2);
+    for (const Tensor& g : grads) split.push_back(g.to_vector<float>());
+    EXPECT_NEAR(split_loss.item<float>(), whole_loss.item<float>(),
+                1e-5 * std::abs(whole_loss.item<float>()))
+        << model;
+    EXPECT_LT(worst_relative(whole, split), 1e-5) << model;
+  }
+  // BatchNorm in training: eager refuses to split it too.
+  std::shared_ptr<nn::Cell> bn = make_net("conv_bn");
+  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+  EXPECT_NE(eager_batch_split_refusal(*bn, loss, batch_images(16, 1), batch_labels(16, 2), 2)
+                .find("BatchNorm"),
+            std::string::npos);
 }
 
 TEST(PerLaunchThreads, SameResultsAsAFixedTeam) {

@@ -71,8 +71,12 @@ const ThreadCostModel& machine_thread_model() {
   return model;
 }
 
+int launch_budget() {
+  return omp_in_parallel() ? 1 : num_threads();
+}
+
 int threads_for(const KernelWork& work) {
-  const int budget = num_threads();
+  const int budget = launch_budget();
   if (budget <= 1) return 1;
   return threads_for(work, budget, machine_thread_model());
 }

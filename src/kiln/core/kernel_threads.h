@@ -46,8 +46,11 @@ double measure_fork_join_seconds(int threads, int regions = 400);
 // The team for a launch: the count from 1 to `budget` the model predicts fastest (the fewer on a
 // tie), or 1 when that is not at least 5% faster than one thread. Small kernels get 1.
 int threads_for(const KernelWork& work, int budget, const ThreadCostModel& model);
-// The same with this machine's model and the process's budget.
+// The same with this machine's model and launch_budget().
 int threads_for(const KernelWork& work);
+// The most threads a launch from this thread may take: the process's budget, or 1 inside a
+// parallel region (a batch slice's thread: its kernels run on it alone).
+int launch_budget();
 
 // Within its scope, the kernels this thread launches use `threads` threads (OpenMP's
 // nthreads-var of the calling thread; restored on exit). Costs a few nanoseconds.

@@ -6,7 +6,6 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/kernel_threads.h"
-#include "kiln/core/threads.h"
 
 namespace kiln::ops {
 namespace {
@@ -95,7 +94,7 @@ Tensor allocate(const TensorMeta& meta) {
 
 int eager_kernel_threads(const OpDef& def, std::span<const TensorMeta> inputs,
                          std::span<const TensorMeta> outputs, const Attrs& attrs) {
-  const int budget = num_threads();
+  const int budget = launch_budget();
   if (budget <= 1 || def.view) return 1;
   if (def.cost == nullptr) return budget;
   Cost cost;

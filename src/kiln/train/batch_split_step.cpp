@@ -4,12 +4,15 @@
 
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include "kiln/amp/autocast.h"
+#include "kiln/autograd/tape.h"
 #include "kiln/core/error.h"
 #include "kiln/core/kernel_threads.h"
 #include "kiln/graph/autodiff.h"
 #include "kiln/graph/tracer.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/train/compiled_step.h"
 
@@ -55,6 +58,58 @@ ops::TensorMeta slice_meta(const Tensor& t, int slices) {
 }
 
 }  // namespace
+
+std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const Tensor& images,
+                                      const Tensor& labels, int slices) {
+  if (slices < 2) return "one thread";
+  graph::Graph g;
+  {
+    graph::Tracer tracer(g);
+    tracer.bind_state(net.state_and_names());
+    const Tensor x = tracer.input(ops::meta_of(images), "images");
+    const Tensor y = tracer.input(ops::meta_of(labels), "labels");
+    tracer.add_output(loss(net(x), y));
+    tracer.finish();
+  }
+  return batch_split_refusal(g, loss, images.rank() > 0 ? images.dim(0) : 0, slices);
+}
+
+std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
+    nn::Cell& net, nn::LossCell& loss, const std::vector<Tensor>& params, const amp::AmpConfig& amp,
+    const Tensor& images, const Tensor& labels, int slices) {
+  const bool mean = loss.batch_reduction() == nn::Reduction::mean;
+  std::vector<Tensor> losses(static_cast<size_t>(slices));
+  std::vector<std::vector<Tensor>> grads(static_cast<size_t>(slices));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
+#pragma omp parallel for num_threads(slices) schedule(static, 1)
+  for (int i = 0; i < slices; ++i) {
+    try {
+      KernelThreads alone(1);
+      Tensor l;
+      {
+        std::optional<amp::AutocastScope> autocast;  // per thread, as the tape's grad mode
+        if (amp.level != amp::AmpLevel::O0) autocast.emplace(amp);
+        l = loss(net(batch_slice(images, i, slices)), batch_slice(labels, i, slices));
+      }
+      if (mean) l = ops::mul_scalar(l, 1.0 / slices);
+      grads[size_t(i)] = autograd::grad(l, params);
+      losses[size_t(i)] = l;
+    } catch (...) {
+      errors[size_t(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  ops::NoGradGuard no_grad;
+  Tensor total = losses[0];
+  std::vector<Tensor> sum = grads[0];
+  for (int i = 1; i < slices; ++i) {
+    total = ops::add(total, losses[size_t(i)]);
+    for (size_t p = 0; p < sum.size(); ++p) sum[p] = ops::add(sum[p], grads[size_t(i)][p]);
+  }
+  return {total, sum};
+}
 
 BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
                                const graph::CompileOptions& options, const amp::AmpConfig& amp,

@@ -16,6 +16,7 @@
 // says why a traced step cannot split.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/amp/level.h"
@@ -29,6 +30,17 @@ namespace kiln::train {
 // `batch` samples; empty when it can.
 std::string batch_split_refusal(const graph::Graph& g, const nn::LossCell& loss, int64_t batch,
                                 int slices);
+
+// Eager mode's batch split: each of `slices` threads runs the forward and backward of its slice
+// of the batch on the tape, every kernel on that thread alone; returns the batch's loss and the
+// parameters' gradients, summed over the slices. The caller applies them.
+std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
+    nn::Cell& net, nn::LossCell& loss, const std::vector<Tensor>& params, const amp::AmpConfig& amp,
+    const Tensor& images, const Tensor& labels, int slices);
+// Why eager mode cannot run this network's step on `slices` slices (its forward is traced once to
+// see its ops, as batch_split_refusal reads them); empty when it can.
+std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const Tensor& images,
+                                      const Tensor& labels, int slices);
 
 class BatchSplitStep {
  public:
