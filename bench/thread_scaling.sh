@@ -51,7 +51,7 @@ run() {
     --threads "$5" --json $(mode_args "$4") 2>"$log" | field images_per_sec
 }
 strategy() {  # what the last run's compile log says about its threads
-  { grep -o 'threads: [a-z -]*' "$log" || echo "threads: -"; } | head -1 | sed 's/threads: //'
+  { grep -o 'threads: [^(;]*' "$log" || echo "threads: -"; } | head -1 | sed 's/threads: //; s/ *$//'
 }
 
 echo "load before: $(uptime | sed 's/.*load average: //')"

@@ -34,47 +34,58 @@ using namespace kiln;
 
 namespace {
 
-struct StepCosts {
+std::vector<KernelWork> launch_costs(const graph::Executable& exe) {
   std::vector<KernelWork> launches;
-  double parameter_bytes = 0;
-  std::string refusal;  // why the step cannot split (empty: it can)
-};
-
-// The launches of the compiled whole-batch step of `model` at `batch`, with their costs.
-StepCosts step_costs(const std::string& model, int64_t batch) {
-  set_seed(1);
-  std::shared_ptr<nn::Cell> net = models::create(model);
-  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
-  optim::Momentum opt(net->trainable_params(), optim::constant_lr(0.01), {.momentum = 0.9});
-  const Tensor x = Tensor::zeros({batch, 1, 28, 28});
-  const Tensor y = Tensor::zeros({batch}, DType::i32);
-  train::CompiledTrainStep step(*net, loss, opt, {.fusion = true});
-  step.set_verbose(false);
-  step.force_thread_strategy(train::ThreadStrategy::per_kernel);
-  step.run(x, y);
-  StepCosts costs;
-  const graph::Executable& exe = step.executable();
   for (size_t i = 0; i < exe.num_launches(); ++i) {
     const ops::Cost c = exe.launch_info(i).cost;
-    costs.launches.push_back({.flops = c.flops, .bytes = c.bytes});
+    launches.push_back({.flops = c.flops, .bytes = c.bytes});
   }
-  for (const Tensor& p : net->trainable_params()) costs.parameter_bytes += double(p.nbytes());
-  // Traced again (the compiled graph's fused nodes hide which ops they hold).
-  costs.refusal = train::eager_batch_split_refusal(*net, loss, x, y, 2);
-  return costs;
+  return launches;
 }
 
-double per_kernel_seconds(const StepCosts& step, int cores, const ThreadCostModel& m) {
+double per_kernel_seconds(const std::vector<KernelWork>& launches, int cores,
+                          const ThreadCostModel& m) {
   double s = 0;
-  for (const KernelWork& w : step.launches) s += m.seconds(w, threads_for(w, cores, m));
+  for (const KernelWork& w : launches) s += m.seconds(w, threads_for(w, cores, m));
   return s;
 }
 
-double one_thread_seconds(const StepCosts& step, const ThreadCostModel& m) {
-  double s = 0;
-  for (const KernelWork& w : step.launches) s += m.seconds(w, 1);
-  return s;
-}
+// One model and batch: its whole-batch step and, per slice count, its batch-split step.
+struct Step {
+  std::shared_ptr<nn::Cell> net;
+  nn::SoftmaxCrossEntropyWithLogits loss{true, "mean"};
+  std::unique_ptr<optim::Momentum> opt;
+  Tensor x, y;
+  std::vector<KernelWork> whole;
+  std::string refusal;  // why it cannot split (empty: it can)
+
+  Step(const std::string& model, int64_t batch) {
+    set_seed(1);
+    net = models::create(model);
+    opt = std::make_unique<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.01),
+                                            optim::MomentumOptions{.momentum = 0.9});
+    x = Tensor::zeros({batch, 1, 28, 28});
+    y = Tensor::zeros({batch}, DType::i32);
+    train::CompiledTrainStep step(*net, loss, *opt, {.fusion = true});
+    step.set_verbose(false);
+    step.force_thread_strategy(train::ThreadStrategy::per_kernel);
+    step.run(x, y);
+    whole = launch_costs(step.executable());
+    refusal = train::eager_batch_split_refusal(*net, loss, x, y, 2);
+  }
+  // Seconds of the batch-split step on `cores` cores: every slice at once, each on one core
+  // with its share of the memory system; then the update (summing the slices' gradients) per
+  // kernel on all cores; one fork/join.
+  double split_seconds(int cores, const ThreadCostModel& m) {
+    train::BatchSplitStep split(*net, loss, *opt, {.fusion = true}, {}, x, y, cores);
+    ThreadCostModel alone = m;
+    alone.bytes_per_second = std::min(m.bytes_per_second, m.bandwidth_per_second / cores);
+    alone.bandwidth_per_second = alone.bytes_per_second;
+    double s = 0;
+    for (const KernelWork& w : launch_costs(split.slice_step(0))) s += alone.seconds(w, 1);
+    return s + per_kernel_seconds(launch_costs(split.update()), cores, m) + m.fork_join(cores);
+  }
+};
 
 }  // namespace
 
@@ -100,33 +111,25 @@ int main(int argc, char** argv) {
   set_num_threads(1);  // only the costs are read here; nothing is timed
   ThreadCostModel base = machine_thread_model();
   if (fork_join >= 0) base.fork_join_seconds = fork_join;
-  const StepCosts whole = step_costs(model, batch);
-  const double predicted_1 = one_thread_seconds(whole, base);
+  Step step(model, batch);
+  const double predicted_1 = per_kernel_seconds(step.whole, 1, base);
   const double scale = measured_1 > 0 ? measured_1 / predicted_1 : 1.0;
   std::printf(
       "%s b%lld: %zu launches, model 1-core step %.3f ms (x%.2f to the measured), "
       "fork/join %.1f us per doubling, %.1f GB/s per core, batch split: %s\n\n",
-      model.c_str(), (long long)batch, whole.launches.size(), predicted_1 * 1e3, scale,
+      model.c_str(), (long long)batch, step.whole.size(), predicted_1 * 1e3, scale,
       base.fork_join_seconds * 1e6, bandwidth_per_core / 1e9,
-      whole.refusal.empty() ? "allowed" : ("no (" + whole.refusal + ")").c_str());
+      step.refusal.empty() ? "allowed" : ("no (" + step.refusal + ")").c_str());
   std::printf(
       "| cores | per kernel img/s | speed-up | batch split img/s | speed-up | measured |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (int cores = 1; cores <= 128; cores *= 2) {
     ThreadCostModel m = base;
     m.bandwidth_per_second = std::max(m.bytes_per_second, cores * bandwidth_per_core);
-    const double pk = per_kernel_seconds(whole, cores, m) * scale;
+    const double pk = per_kernel_seconds(step.whole, cores, m) * scale;
     std::string split = "-", split_speedup = "-";
-    if (whole.refusal.empty() && cores <= batch && batch % cores == 0) {
-      // Each slice on one thread, all at once: the memory system is shared by all of them.
-      ThreadCostModel one = m;
-      one.bandwidth_per_second = std::min(m.bytes_per_second, m.bandwidth_per_second / cores);
-      one.bytes_per_second = one.bandwidth_per_second;
-      const StepCosts slice = cores == 1 ? whole : step_costs(model, batch / cores);
-      double s = one_thread_seconds(slice, one);
-      // The slices' gradients summed (read once each) on all cores, and the step's fork/join.
-      s += m.seconds({.bytes = whole.parameter_bytes * cores}, cores) + m.fork_join(cores);
-      s *= scale;
+    if (step.refusal.empty() && cores > 1 && cores <= batch && batch % cores == 0) {
+      const double s = step.split_seconds(cores, m) * scale;
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.0f", double(batch) / s);
       split = buf;

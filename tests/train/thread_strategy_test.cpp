@@ -4,6 +4,8 @@
 // a fixed team computes.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "kiln/autograd/tape.h"
+#include "kiln/core/error.h"
 #include "kiln/core/random.h"
 #include "kiln/core/threads.h"
 #include "kiln/models/zoo.h"
@@ -150,6 +153,30 @@ TEST(BatchSplit, UnevenBatchFallsBackToTheWholeBatch) {
 TEST(BatchSplit, OneThreadNeverSplits) {
   Budget one(1);
   EXPECT_EQ(train("lenet", 16, ThreadStrategy::batch_split).strategy, ThreadStrategy::per_kernel);
+}
+
+TEST(OneThread, StepEqualsTheWholeTeamStep) {
+  Budget two(2);
+  const TrainingRun team = train("lenet", 64, ThreadStrategy::per_kernel);
+  const TrainingRun one = train("lenet", 64, ThreadStrategy::one_thread);
+  EXPECT_EQ(one.strategy, ThreadStrategy::one_thread);
+  expect_same_training(team, one, "lenet b64, one thread");
+}
+
+TEST(ThreadStrategy, EnvironmentNamesItOrFails) {
+  ::setenv("KILN_THREAD_STRATEGY", "batch_split", 1);
+  EXPECT_EQ(thread_strategy_from_environment(), ThreadStrategy::batch_split);
+  ::setenv("KILN_THREAD_STRATEGY", "measure", 1);
+  EXPECT_EQ(thread_strategy_from_environment(), std::nullopt);
+  ::setenv("KILN_THREAD_STRATEGY", "fastest", 1);
+  try {
+    thread_strategy_from_environment();
+    ADD_FAILURE() << "no error for KILN_THREAD_STRATEGY=fastest";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_THREAD_STRATEGY=fastest"), std::string::npos);
+  }
+  ::unsetenv("KILN_THREAD_STRATEGY");
+  EXPECT_EQ(thread_strategy_from_environment(), std::nullopt);
 }
 
 TEST(BatchSplit, RefusalNamesTheReason) {

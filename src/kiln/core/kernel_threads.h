@@ -21,8 +21,8 @@ struct KernelWork {
 };
 
 // What the choice knows about the machine. The defaults are one core of this kind of CPU
-// (AVX-512 fp32 at a realistic fraction of peak, one core's share of memory bandwidth);
-// fork_join_seconds is measured (machine_thread_model()).
+// (AVX-512 fp32 at a realistic fraction of peak, one core's share of memory bandwidth) and the
+// fork/join of libgomp's 2-thread team measured on an idle core here (bench/README.md).
 struct ThreadCostModel {
   double flops_per_second = 40e9;      // one thread
   double bytes_per_second = 12e9;      // one thread streaming alone
@@ -37,8 +37,10 @@ struct ThreadCostModel {
   double seconds(const KernelWork& work, int threads) const;
 };
 
-// This machine's model: the defaults with the fork/join cost measured once (first call) with
-// the process's budget of threads (at least 2). Thread-safe.
+// The model the launches use: the defaults, with the fork/join cost from KILN_FORK_JOIN_US
+// (microseconds) when set. Fixed, not measured per run: a team decides how a kernel splits its
+// work, so a choice that moved with a measurement would move result bits run to run.
+// Thread-safe.
 const ThreadCostModel& machine_thread_model();
 // Median seconds of one empty parallel region of `threads` threads, over `regions` regions.
 double measure_fork_join_seconds(int threads, int regions = 400);

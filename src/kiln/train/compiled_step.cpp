@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string_view>
 
 #include "kiln/amp/autocast.h"
 #include "kiln/core/context.h"
@@ -52,6 +55,19 @@ std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& 
   return state;
 }
 
+std::optional<ThreadStrategy> thread_strategy_from_environment() {
+  const char* value = std::getenv("KILN_THREAD_STRATEGY");
+  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "measure") {
+    return std::nullopt;
+  }
+  const std::string_view v(value);
+  if (v == "per_kernel") return ThreadStrategy::per_kernel;
+  if (v == "batch_split") return ThreadStrategy::batch_split;
+  if (v == "one_thread") return ThreadStrategy::one_thread;
+  throw Error("KILN_THREAD_STRATEGY=" + std::string(v) +
+              ": expected measure, per_kernel, batch_split or one_thread");
+}
+
 CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
                                      graph::CompileOptions options, amp::AmpConfig amp,
                                      amp::LossScaleManager* loss_scale)
@@ -60,7 +76,8 @@ CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::O
       opt_(opt),
       options_(std::move(options)),
       amp_(amp),
-      loss_scale_(loss_scale) {
+      loss_scale_(loss_scale),
+      forced_(thread_strategy_from_environment()) {
   if (!options_.arena) options_.arena = std::make_shared<graph::Arena>();
   if (loss_scale_) {
     scale_ = Tensor::scalar(1.0);
@@ -133,11 +150,21 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
       refusal = batch_split_refusal(g, loss_, images.rank() > 0 ? images.dim(0) : 0, num_threads());
     }
   }
+  // The same graph for a one-thread candidate, when the strategy is measured.
+  graph::Graph one_thread_graph;
+  if (!evaluation && num_threads() > 1 && forced_ != ThreadStrategy::per_kernel &&
+      forced_ != ThreadStrategy::batch_split) {
+    one_thread_graph = g;
+  }
   auto exe = std::make_unique<graph::Executable>(std::move(g), o);
-  exe->report().trace_ms = trace_ms;
   std::string strategy_log;
   std::unique_ptr<BatchSplitStep> split;
-  if (!evaluation) split = choose_thread_strategy(*exe, refusal, images, labels, strategy_log);
+  ThreadStrategy strategy = ThreadStrategy::per_kernel;
+  if (!evaluation) {
+    split = choose_thread_strategy(exe, std::move(one_thread_graph), o, refusal, images, labels,
+                                   strategy_log, strategy);
+  }
+  exe->report().trace_ms = trace_ms;
   if (verbose_) {
     const char* what = evaluation       ? "compiled the evaluation forward"
                        : compiles_ == 0 ? "compiled the training step"
@@ -156,82 +183,119 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     }
     compiled_.erase(compiled_.begin());
   }
-  compiled_.push_back({net_.training(), evaluation, std::move(exe), std::move(split)});
+  compiled_.push_back({net_.training(), evaluation, std::move(exe), std::move(split), strategy});
   return *compiled_.back().exe;
 }
 
 std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
-    graph::Executable& whole, const std::string& refusal, const Tensor& images,
-    const Tensor& labels, std::string& log) {
+    std::unique_ptr<graph::Executable>& whole, graph::Graph one_thread_graph,
+    const graph::CompileOptions& options, const std::string& refusal, const Tensor& images,
+    const Tensor& labels, std::string& log, ThreadStrategy& chosen) {
+  chosen = ThreadStrategy::per_kernel;
   const int threads = num_threads();
   if (threads < 2) return nullptr;
-  if (!refusal.empty()) {
-    log = "; threads: per kernel (no batch split: " + refusal + ")";
+  const std::string no_split = refusal.empty() ? "" : " (no batch split: " + refusal + ")";
+  if (forced_ == ThreadStrategy::one_thread) {
+    graph::CompileOptions one_options = options;
+    one_options.kernel_threads = 1;
+    whole = std::make_unique<graph::Executable>(std::move(one_thread_graph), one_options);
+    log = "; threads: one thread (as set)";
+    chosen = ThreadStrategy::one_thread;
     return nullptr;
   }
-  if (forced_ == ThreadStrategy::per_kernel) {
-    log = "; threads: per kernel (as set)";
+  if (forced_ == ThreadStrategy::per_kernel || (forced_ && !refusal.empty())) {
+    log = "; threads: per kernel" + (no_split.empty() ? std::string(" (as set)") : no_split);
     return nullptr;
   }
-  auto split =
-      std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, amp_, images, labels, threads);
+  std::unique_ptr<BatchSplitStep> split;
+  if (refusal.empty()) {
+    split = std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, amp_, images, labels,
+                                             threads);
+  }
   const std::string split_str = "batch split into " + std::to_string(threads) + " slices of " +
-                                std::to_string(images.dim(0) / threads) + " (compiled in " +
-                                std::to_string(int(split->compile_ms())) + " ms)";
+                                std::to_string(images.dim(0) / threads);
   if (forced_ == ThreadStrategy::batch_split) {
     log = "; threads: " + split_str + " (as set)";
+    chosen = ThreadStrategy::batch_split;
     return split;
   }
-  // Both strategies run real steps on this batch, alternating, and the state they change
+  graph::CompileOptions one_options = options;
+  one_options.kernel_threads = 1;
+  auto one = std::make_unique<graph::Executable>(std::move(one_thread_graph), one_options);
+  // The candidates run real steps on this batch, in turn, and the state they change
   // (parameters, optimizer state) is put back afterwards: the measurement trains nothing.
   ops::NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (auto& [name, t] : traced_step_state(net_, opt_)) saved.emplace_back(t, t.clone());
   opt_.prepare_step();
   const std::vector<Tensor> inputs{images, labels};
-  auto seconds = [](auto&& step) {
+  struct Candidate {
+    ThreadStrategy strategy;
+    std::function<void()> step;
+    std::vector<double> seconds;
+  };
+  std::vector<Candidate> candidates;
+  candidates.push_back({ThreadStrategy::per_kernel, [&] { whole->run(inputs); }, {}});
+  candidates.push_back({ThreadStrategy::one_thread, [&] { one->run(inputs); }, {}});
+  if (split) {
+    candidates.push_back({ThreadStrategy::batch_split, [&] { split->run(images, labels); }, {}});
+  }
+  auto seconds = [](const std::function<void()>& step) {
     const auto t0 = std::chrono::steady_clock::now();
     step();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  auto run_whole = [&] { whole.run(inputs); };
-  auto run_split = [&] { split->run(images, labels); };
-  // The first of each faults its arena in and builds its primitives.
-  const double first = std::max(seconds(run_whole), seconds(run_split));
+  // The first run of each faults its arena in and builds its primitives.
+  double first = 0;
+  for (Candidate& c : candidates) first = std::max(first, seconds(c.step));
   const int repeats = std::clamp(int(0.2 / std::max(first, 1e-6)), 3, 15);
-  std::vector<double> whole_s, split_s;
   for (int r = 0; r < repeats; ++r) {
-    if (r % 2 == 0) {
-      whole_s.push_back(seconds(run_whole));
-      split_s.push_back(seconds(run_split));
-    } else {
-      split_s.push_back(seconds(run_split));
-      whole_s.push_back(seconds(run_whole));
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      // Each round in another order, so no candidate always runs first.
+      Candidate& c = candidates[(k + size_t(r)) % candidates.size()];
+      c.seconds.push_back(seconds(c.step));
     }
   }
   for (auto& [t, copy] : saved) t.copy_from(copy);
-  auto median = [](std::vector<double> v) {
+  auto median_ms = [](std::vector<double> v) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
+    return v[v.size() / 2] * 1e3;
   };
-  const double whole_ms = median(whole_s) * 1e3, split_ms = median(split_s) * 1e3;
-  char measured[160];
-  std::snprintf(measured, sizeof(measured), " (measured %.3f ms/step, per kernel %.3f ms/step)",
-                split_ms, whole_ms);
-  // The split must win clearly: it costs memory (an arena per slice) for what it buys.
-  if (split_ms < whole_ms * 0.97) {
-    log = "; threads: " + split_str + measured;
-    return split;
+  // The batch split must win by 3%: it costs memory (an arena per slice) for what it buys.
+  const Candidate* best = &candidates[0];
+  for (const Candidate& c : candidates) {
+    const double margin = c.strategy == ThreadStrategy::batch_split ? 0.97 : 1.0;
+    if (median_ms(c.seconds) < median_ms(best->seconds) * margin) best = &c;
   }
-  std::snprintf(measured, sizeof(measured), " (measured %.3f ms/step, batch split %.3f ms/step)",
-                whole_ms, split_ms);
-  log = std::string("; threads: per kernel") + measured;
-  return nullptr;
+  chosen = best->strategy;
+  auto name = [&](ThreadStrategy s) -> std::string {
+    switch (s) {
+      case ThreadStrategy::per_kernel:
+        return "per kernel";
+      case ThreadStrategy::one_thread:
+        return "one thread";
+      case ThreadStrategy::batch_split:
+        return split_str;
+    }
+    return "?";
+  };
+  log = "; threads: " + name(chosen) + " (measured ms/step:";
+  for (const Candidate& c : candidates) {
+    char ms[48];
+    std::snprintf(ms, sizeof(ms), " %.3f", median_ms(c.seconds));
+    log += (c.strategy == ThreadStrategy::batch_split ? std::string(" batch split")
+                                                      : " " + name(c.strategy)) +
+           ms;
+  }
+  log += ")" + no_split;
+  if (chosen == ThreadStrategy::one_thread) whole = std::move(one);
+  if (chosen != ThreadStrategy::batch_split) split.reset();
+  return split;
 }
 
 ThreadStrategy CompiledTrainStep::thread_strategy() const {
   if (!current_.exe) throw Error("CompiledTrainStep: no step has run yet");
-  return current_.split ? ThreadStrategy::batch_split : ThreadStrategy::per_kernel;
+  return current_.strategy;
 }
 
 Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
@@ -276,12 +340,14 @@ graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, 
     if (c.evaluation == evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
       current.exe = c.exe.get();
       current.split = c.split.get();
+      current.strategy = c.strategy;
     }
   }
   if (!current.exe) {
     compile(inputs[0], inputs[1], evaluation);
     current.exe = compiled_.back().exe.get();
     current.split = compiled_.back().split.get();
+    current.strategy = compiled_.back().strategy;
   }
   current.training = net_.training();
   return *current.exe;

@@ -44,7 +44,14 @@ class BatchSplitStep;
 enum class ThreadStrategy {
   per_kernel,   // the whole batch; each kernel on the threads its work pays for
   batch_split,  // slices of the batch side by side, each kernel on one thread (batch_split_step.h)
+  one_thread,   // the whole batch, every kernel on the calling thread: measured fastest (a busy
+                // machine, where every fork/join waits for a time slice)
 };
+
+// KILN_THREAD_STRATEGY=per_kernel|batch_split|one_thread fixes the strategy instead of measuring
+// it (the same bits run to run, docs/numerics.md; per_kernel also keeps eager mode's batch
+// whole); unset or "measure": none. Throws Error naming the variable for any other value.
+std::optional<ThreadStrategy> thread_strategy_from_environment();
 
 class CompiledTrainStep {
  public:
@@ -107,13 +114,16 @@ class CompiledTrainStep {
   void trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
                            const std::vector<Tensor>& grads);
 
-  // A training step's strategy for these inputs: the batch-split step when it is allowed and
-  // measures faster than `whole` (both run on copies of the state that is then restored), with
-  // a line for the compile log.
-  std::unique_ptr<BatchSplitStep> choose_thread_strategy(graph::Executable& whole,
+  // A training step's strategy for these inputs, measured: `whole` (per kernel), the same graph
+  // on one thread (compiled from `one_thread_graph`, replacing `whole` when it wins) and, where
+  // `refusal` is empty, the batch-split step (returned when it wins). All run real steps on this
+  // batch and the state they change is restored after. `log` gets a line for the compile log.
+  std::unique_ptr<BatchSplitStep> choose_thread_strategy(std::unique_ptr<graph::Executable>& whole,
+                                                         graph::Graph one_thread_graph,
+                                                         const graph::CompileOptions& options,
                                                          const std::string& refusal,
                                                          const Tensor& images, const Tensor& labels,
-                                                         std::string& log);
+                                                         std::string& log, ThreadStrategy& chosen);
 
   nn::Cell& net_;
   nn::LossCell& loss_;
@@ -125,12 +135,14 @@ class CompiledTrainStep {
     bool evaluation;  // forward and loss only (evaluate), not a training step
     std::unique_ptr<graph::Executable> exe;
     std::unique_ptr<BatchSplitStep> split;  // training steps the batch-split strategy runs
+    ThreadStrategy strategy = ThreadStrategy::per_kernel;
   };
   std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
   // The graph each kind (training step, evaluation) last ran, and the network's mode then.
   struct Current {
     graph::Executable* exe = nullptr;
     BatchSplitStep* split = nullptr;  // runs the step instead of exe when set
+    ThreadStrategy strategy = ThreadStrategy::per_kernel;
     bool training = false;
   };
   Current current_, current_eval_;

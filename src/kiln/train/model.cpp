@@ -131,7 +131,10 @@ int Model::eager_slices(const Tensor& data, const Tensor& label) {
     return eager_split_->slices;
   }
   std::string refusal;
-  if (loss_scale_) {
+  const std::optional<ThreadStrategy> forced = thread_strategy_from_environment();
+  if (forced && forced != ThreadStrategy::batch_split) {
+    refusal = "KILN_THREAD_STRATEGY is not batch_split";
+  } else if (loss_scale_) {
     refusal = "loss scaling checks every gradient before any update";
   } else if (reducer_) {
     refusal = "data parallelism all-reduces the gradients as the backward makes them";
@@ -141,7 +144,7 @@ int Model::eager_slices(const Tensor& data, const Tensor& label) {
   eager_split_ =
       EagerSplit{data.shape(), network_->training(), threads, refusal.empty() ? threads : 1};
   if (options_.compile_log && threads > 1) {
-    std::cerr << "kiln eager mode: threads for inputs " << describe(data) << ": "
+    std::cerr << "kiln eager mode: inputs " << describe(data) << "; threads: "
               << (refusal.empty() ? "batch split into " + std::to_string(threads) + " slices of " +
                                         std::to_string(data.dim(0) / threads)
                                   : "per kernel (no batch split: " + refusal + ")")
