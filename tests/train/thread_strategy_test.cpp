@@ -61,6 +61,7 @@ struct TrainingRun {
   std::vector<float> losses;
   std::vector<std::vector<float>> state;
   ThreadStrategy strategy = ThreadStrategy::per_kernel;
+  int fewest_launch_threads = 0, most_launch_threads = 0;  // over the whole-batch graph's launches
 };
 
 // Three Momentum steps of `model` on fixed batches of `batch`.
@@ -81,6 +82,12 @@ TrainingRun train(const std::string& model, int64_t batch, std::optional<ThreadS
     run.losses.push_back(step.run(x, y).item<float>());
   }
   run.strategy = step.thread_strategy();
+  const graph::Executable& exe = step.executable();
+  run.fewest_launch_threads = exe.launch_threads(0);
+  for (size_t i = 0; i < exe.num_launches(); ++i) {
+    run.fewest_launch_threads = std::min(run.fewest_launch_threads, exe.launch_threads(i));
+    run.most_launch_threads = std::max(run.most_launch_threads, exe.launch_threads(i));
+  }
   for (auto& [name, t] : net->state_and_names()) run.state.push_back(t.to_vector<float>());
   return run;
 }
@@ -231,6 +238,11 @@ TEST(PerLaunchThreads, SameResultsAsAFixedTeam) {
     const TrainingRun fixed = train(model, 32, ThreadStrategy::per_kernel, false);
     const TrainingRun per_launch = train(model, 32, ThreadStrategy::per_kernel, true);
     expect_same_training(fixed, per_launch, model + ", per-launch threads");
+    // The fixed team runs every launch on both threads; per launch, the small kernels (the
+    // loss, the bias gradients) take one and the convolutions both.
+    EXPECT_EQ(fixed.fewest_launch_threads, 2) << model;
+    EXPECT_EQ(per_launch.fewest_launch_threads, 1) << model;
+    EXPECT_EQ(per_launch.most_launch_threads, 2) << model;
   }
 }
 
