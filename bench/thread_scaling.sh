@@ -6,8 +6,9 @@
 # (the "no loss at 1 thread" check). Prints a markdown table and the load before and after.
 #
 #   bench/thread_scaling.sh [--kiln KILN] [--baseline OLD_KILN] [--repeats N] [--threads "1 2"]
-#                           [--step-bench STEP_BENCH] [config ...]
+#                           [--steps-scale F] [--step-bench STEP_BENCH|none] [config ...]
 #   config: model:batch:mode (mode graph = graph + fusion, or eager)
+#   --steps-scale: fewer (0.25) or more steps than the defaults (LeNet 400, MLP 120, ResNet-20 24)
 #           default: lenet:64:graph lenet:256:graph resnet20:128:graph mlp:512:graph lenet:64:eager
 #
 # e.g. bench/thread_scaling.sh --baseline /work/main/build/src/kiln/kiln --repeats 5
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 kiln=build/src/kiln/kiln
 baseline=""
 repeats=5
+steps_scale=1
 thread_counts="1 2"
 step_bench=build/bench/kiln_graph_step_bench
 configs=()
@@ -26,7 +28,8 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --threads) thread_counts=$2; shift 2 ;;
     --step-bench) step_bench=$2; shift 2 ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    --steps-scale) steps_scale=$2; shift 2 ;;
+    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
     *) configs+=("$1"); shift ;;
   esac
 done
@@ -37,7 +40,9 @@ done
 source bench/side_by_side.sh
 
 steps_for() {
-  case "$1" in lenet) echo 400 ;; resnet20) echo 24 ;; mlp) echo 120 ;; *) echo 50 ;; esac
+  local n
+  case "$1" in lenet) n=400 ;; resnet20) n=24 ;; mlp) n=120 ;; *) n=50 ;; esac
+  python3 -c "print(max(5, int($n * $steps_scale)))"
 }
 mode_args() {
   if [ "$1" = graph ]; then echo "--mode graph --graph-kernel on"; else echo "--mode eager"; fi
