@@ -44,6 +44,8 @@ StepResults train(const std::string& model, bool graph, bool fusion) {
     step = std::make_unique<CompiledTrainStep>(*net, loss, opt,
                                                graph::CompileOptions{.fusion = fusion});
     step->set_verbose(false);
+    // A measured thread strategy may differ run to run, and with it the summation order.
+    step->force_thread_strategy(ThreadStrategy::per_kernel);
   }
   StepResults r;
   for (int s = 0; s < kSteps; ++s) {

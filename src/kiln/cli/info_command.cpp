@@ -13,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "kiln/core/kernel_threads.h"
 #include "kiln/core/threads.h"
 #include "kiln/ops/cpu_support.h"
 
@@ -89,6 +90,10 @@ nlohmann::ordered_json collect() {
   j["threads"]["kernel_threads"] = kiln::num_threads();
   j["threads"]["available_cores"] = kiln::available_cores();
   j["threads"]["omp_max_threads"] = omp_get_max_threads();
+  // The fork/join cost the launches' thread choice assumes (core/kernel_threads.h), and what a
+  // 2-thread team measures now.
+  j["threads"]["fork_join_us_assumed"] = kiln::machine_thread_model().fork_join_seconds * 1e6;
+  j["threads"]["fork_join_us_measured"] = kiln::measure_fork_join_seconds(2) * 1e6;
   j["libraries"]["openmp"] = std::to_string(_OPENMP);
   j["libraries"]["cli11"] = CLI11_VERSION;
   j["libraries"]["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "kiln/core/error.h"
+#include "kiln/core/kernel_threads.h"
+#include "kiln/core/threads.h"
 #include "kiln/graph/detail/executor_internal.h"
 #include "kiln/graph/detail/passes.h"
 #include "kiln/graph/dump.h"
@@ -125,6 +127,7 @@ void Executable::bind() {
     }
   }
   launches_.clear();
+  const int budget = options_.kernel_threads > 0 ? options_.kernel_threads : num_threads();
   for (size_t position = 0; position < plan_.schedule.size(); ++position) {
     const NodeId n = plan_.schedule[position];
     const Node& node = graph_.node(n);
@@ -146,6 +149,10 @@ void Executable::bind() {
         continue;  // no launch: the view is fixed for the arena's lifetime
       }
       l.out.push_back(bound_[size_t(out)]);
+      const double bytes = 2.0 * double(l.out[0].nbytes());  // read once, written once
+      l.threads = options_.threads_per_launch
+                      ? threads_for({.bytes = bytes}, budget, machine_thread_model())
+                      : budget;
       bool reshape_like = node.op == ops::OpKind::reshape || node.op == ops::OpKind::contiguous;
       l.kind = reshape_like ? Launch::Kind::copy_reshape : Launch::Kind::view_copy;
       l.view = def.view;
@@ -157,6 +164,16 @@ void Executable::bind() {
       }
     } else {
       for (ValueId v : node.outputs) l.out.push_back(bound_[size_t(v)]);
+      if (options_.threads_per_launch) {
+        const ops::Cost cost = detail::node_cost(graph_, node);
+        l.threads =
+            threads_for({.flops = cost.flops, .bytes = cost.bytes}, budget, machine_thread_model());
+      } else {
+        l.threads = budget;
+      }
+      // Kernels built now (oneDNN primitives, per-thread scratch) are built for the team they
+      // will run with.
+      KernelThreads team(l.threads);
       switch (node.type) {
         case NodeType::op: {
           const ops::OpDef& def = ops::op_def(node.op);

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "kiln/core/error.h"
+#include "kiln/core/kernel_threads.h"
 #include "kiln/core/random.h"
 #include "kiln/graph/detail/executor_internal.h"
 #include "kiln/graph/dump.h"
@@ -228,6 +229,7 @@ void Executable::launch(size_t begin, size_t end) {
   for (size_t li = begin; li < end; ++li) {
     Launch& l = launches_[li];
     const int64_t launch_begin = timed ? now_ns() : 0;
+    KernelThreads team(l.threads);
     switch (l.kind) {
       case Launch::Kind::kernel:
         if (l.reseed) {
@@ -276,6 +278,15 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
   start(inputs);
   launch(0, launches_.size());
   std::vector<Tensor> result = outputs();
+  release_inputs();
+  return result;
+}
+
+std::vector<Tensor> Executable::run_in_arena(std::span<const Tensor> inputs) {
+  start(inputs);
+  launch(0, launches_.size());
+  std::vector<Tensor> result;
+  for (ValueId v : graph_.outputs()) result.push_back(bound_[size_t(v)]);
   release_inputs();
   return result;
 }

@@ -58,6 +58,11 @@ struct CompileOptions {
   // slice). A batch that does not split evenly runs whole. The network must compute each sample
   // on its own: BatchNorm in training, which does not, is refused.
   int micro_batches = 1;
+  // The most threads one launch uses: 0, the process's budget (set_num_threads). Each launch
+  // takes as many of them as its cost pays for (core/kernel_threads.h), chosen when it is
+  // bound; with threads_per_launch off every launch uses them all (the fixed team of old).
+  int kernel_threads = 0;
+  bool threads_per_launch = true;
   std::string dump_dir;  // when set, the IR before and after the passes is written there
   std::string dump_name = "graph";
   std::shared_ptr<Arena> arena;  // shared with other graphs; null: a private one
@@ -113,6 +118,10 @@ class Executable {
   // see CompileOptions::inputs_in_place); the caller must not change them during the step,
   // which for run_until_updates() lasts until run_updates() or the next step.
   std::vector<Tensor> run(std::span<const Tensor> inputs);
+  // As run(), but returns the graph's own output tensors, not copies: they stay valid until
+  // this graph, or another sharing its arena, runs again (a batch-split step's slices hand
+  // their gradients to the update this way).
+  std::vector<Tensor> run_in_arena(std::span<const Tensor> inputs);
   // Graphs compiled with updates_last: a step in two parts. run_until_updates() runs every
   // launch before the first optimizer update and returns the graph's outputs (all computed by
   // then); run_updates() then runs the updates, or the caller skips them and no parameter or
@@ -134,6 +143,8 @@ class Executable {
   LaunchInfo launch_info(size_t i) const;
   // Whether inputs with these metas can run without recompiling.
   bool accepts(std::span<const Tensor> inputs) const;
+  // The threads launch i runs on (chosen at bind time).
+  int launch_threads(size_t i) const;
 
  private:
   struct Launch;

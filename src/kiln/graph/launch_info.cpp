@@ -52,6 +52,21 @@ ops::Cost node_cost(const Graph& graph, const Node& node,
 
 }  // namespace
 
+namespace detail {
+
+ops::Cost node_cost(const Graph& graph, const Node& node) {
+  std::vector<ops::TensorMeta> inputs, outputs;
+  for (ValueId v : node.inputs) {
+    if (v != kNoValue) inputs.push_back(graph.value(v).meta);
+  }
+  for (ValueId v : node.outputs) {
+    if (v != kNoValue) outputs.push_back(graph.value(v).meta);
+  }
+  return graph::node_cost(graph, node, inputs, outputs);
+}
+
+}  // namespace detail
+
 size_t Executable::num_launches() const {
   return launches_.size();
 }
@@ -87,6 +102,10 @@ LaunchInfo Executable::launch_info(size_t i) const {
   }
   info.cost = node_cost(graph_, node, info.inputs, info.outputs);
   return info;
+}
+
+int Executable::launch_threads(size_t i) const {
+  return launches_.at(i).threads;
 }
 
 }  // namespace kiln::graph

@@ -1,9 +1,11 @@
 #include "kiln/ops/dispatch.h"
 
 #include <chrono>
+#include <exception>
 #include <string>
 
 #include "kiln/core/error.h"
+#include "kiln/core/kernel_threads.h"
 
 namespace kiln::ops {
 namespace {
@@ -90,6 +92,20 @@ Tensor allocate(const TensorMeta& meta) {
   return Tensor::empty(meta.shape, meta.dtype);
 }
 
+int eager_kernel_threads(const OpDef& def, std::span<const TensorMeta> inputs,
+                         std::span<const TensorMeta> outputs, const Attrs& attrs) {
+  const int budget = launch_budget();
+  if (budget <= 1 || def.view) return 1;
+  if (def.cost == nullptr) return budget;
+  Cost cost;
+  try {
+    cost = def.cost(inputs, outputs, attrs);
+  } catch (const std::exception&) {
+    return budget;  // a form the cost formula does not cover: the whole team, as before
+  }
+  return threads_for({.flops = cost.flops, .bytes = cost.bytes});
+}
+
 void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> outputs,
                 const Attrs& attrs) {
   const OpDef& def = op_def(kind);
@@ -132,8 +148,9 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
     return tracer(kind, inputs, attrs, out_metas);
   }
 
-  // 4. The kernel, with the observer around it.
+  // 4. The kernel, on the threads its work pays for, with the observer around it.
   std::vector<Tensor> outputs(out_metas.size());
+  KernelThreads team(eager_kernel_threads(def, in_metas, out_metas, attrs));
   KernelObserver on_kernel = g_chain.kernel_observer();
   int64_t begin = on_kernel ? now_ns() : 0;
   if (def.view) {

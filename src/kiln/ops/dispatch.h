@@ -28,6 +28,10 @@ void check_attrs(OpKind kind, const Attrs& attrs);
 std::vector<TensorMeta> infer(OpKind kind, std::span<const TensorMeta> inputs, const Attrs& attrs);
 // Allocates an output for a meta (channels-last when the meta says so).
 Tensor allocate(const TensorMeta& meta);
+// The threads an eagerly called kernel runs on: what its cost (OpDef::cost) pays for within the
+// process's budget (core/kernel_threads.h); the whole budget for an op without a cost.
+int eager_kernel_threads(const OpDef& def, std::span<const TensorMeta> inputs,
+                         std::span<const TensorMeta> outputs, const Attrs& attrs);
 // Runs the kernel (or view) alone, on already-allocated outputs: no tracing, no tape.
 void run_kernel(OpKind kind, std::span<const Tensor> inputs, std::span<Tensor> outputs,
                 const Attrs& attrs);

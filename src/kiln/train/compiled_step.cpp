@@ -4,18 +4,24 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <functional>
+#include <string_view>
 
 #include "kiln/amp/autocast.h"
 #include "kiln/amp/placement.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
+#include "kiln/core/threads.h"
 #include "kiln/graph/autodiff.h"
 #include "kiln/graph/tracer.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
 #include "kiln/parallel/semi_auto.h"
+#include "kiln/train/batch_split_step.h"
 
 namespace kiln::train {
 namespace {
@@ -47,6 +53,33 @@ graph::CompileOptions options_from_context() {
   return o;
 }
 
+std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& opt) {
+  std::vector<nn::NamedTensor> state = net.state_and_names();
+  for (auto& [name, t] : opt.state_and_names()) {
+    if (name != "global_step") state.emplace_back("optimizer." + name, t);
+  }
+  // The per-step scalars (lr, Adam's step size, the loss scale) are rewritten on the host
+  // every step: anything computed from them must be recomputed, never baked in at trace time.
+  std::vector<Tensor> scalars = opt.step_scalars();
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
+  }
+  return state;
+}
+
+std::optional<ThreadStrategy> thread_strategy_from_environment() {
+  const char* value = std::getenv("KILN_THREAD_STRATEGY");
+  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "measure") {
+    return std::nullopt;
+  }
+  const std::string_view v(value);
+  if (v == "per_kernel") return ThreadStrategy::per_kernel;
+  if (v == "batch_split") return ThreadStrategy::batch_split;
+  if (v == "one_thread") return ThreadStrategy::one_thread;
+  throw Error("KILN_THREAD_STRATEGY=" + std::string(v) +
+              ": expected measure, per_kernel, batch_split or one_thread");
+}
+
 CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
                                      graph::CompileOptions options, amp::AmpConfig amp,
                                      amp::LossScaleManager* loss_scale)
@@ -55,7 +88,8 @@ CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::O
       opt_(opt),
       options_(std::move(options)),
       amp_(amp),
-      loss_scale_(loss_scale) {
+      loss_scale_(loss_scale),
+      forced_(thread_strategy_from_environment()) {
   if (!options_.arena) options_.arena = std::make_shared<graph::Arena>();
   if (loss_scale_) {
     scale_ = Tensor::scalar(1.0);
@@ -65,13 +99,14 @@ CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::O
 
 CompiledTrainStep::~CompiledTrainStep() = default;
 
-std::unique_ptr<graph::Executable> CompiledTrainStep::trace_and_compile(const Tensor& images,
-                                                                        const Tensor& labels,
-                                                                        bool evaluation,
-                                                                        const amp::AmpConfig& amp,
-                                                                        int& slices) {
+CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor& images,
+                                                                   const Tensor& labels,
+                                                                   bool evaluation,
+                                                                   const amp::AmpConfig& amp) {
   auto t0 = std::chrono::steady_clock::now();
   graph::Graph g;
+  TracedStep traced;
+  int& slices = traced.slices;
   placement_.clear();
   tracing_amp_ = amp;
   // SEMI_AUTO_PARALLEL: the whole-shape graph is traced and planned first (which splits the
@@ -93,16 +128,7 @@ std::unique_ptr<graph::Executable> CompiledTrainStep::trace_and_compile(const Te
   }
   {
     graph::Tracer tracer(g);
-    std::vector<nn::NamedTensor> state = net_.state_and_names();
-    for (auto& [name, t] : opt_.state_and_names()) {
-      if (name != "global_step") state.emplace_back("optimizer." + name, t);
-    }
-    // The per-step scalars (lr, Adam's step size, the loss scale) are rewritten on the host
-    // every step: anything computed from them must be recomputed, never baked in at trace time.
-    std::vector<Tensor> scalars = opt_.step_scalars();
-    for (size_t i = 0; i < scalars.size(); ++i) {
-      state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
-    }
+    std::vector<nn::NamedTensor> state = traced_step_state(net_, opt_);
     if (loss_scale_) {
       state.emplace_back("loss_scale", scale_);
       state.emplace_back("loss_scale.inverse", inverse_scale_);
@@ -149,16 +175,37 @@ std::unique_ptr<graph::Executable> CompiledTrainStep::trace_and_compile(const Te
   }
   double trace_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  graph::CompileOptions o = options_;
+  graph::CompileOptions& o = traced.options;
+  o = options_;
   if (evaluation) {
     o.dump_name = "eval_" + std::to_string(eval_compiles_);
   } else if (compiles_ > 0) {
     o.dump_name += "_" + std::to_string(compiles_);
   }
   o.updates_last = loss_scale_ != nullptr && !evaluation;
-  auto exe = std::make_unique<graph::Executable>(std::move(g), o);
-  exe->report().trace_ms = trace_ms;
-  return exe;
+  // Whether this step could run as batch slices side by side (batch_split_step.h).
+  std::string& refusal = traced.batch_split_refusal;
+  if (!evaluation) {
+    if (loss_scale_) {
+      refusal = "loss scaling checks every gradient before any update";
+    } else if (parallel::data_parallel_active()) {
+      refusal = "data parallelism all-reduces the gradients inside the step";
+    } else if (logical) {
+      refusal = "SEMI_AUTO_PARALLEL splits the step across ranks";
+    } else if (slices > 1) {
+      refusal = "the step runs in micro-batches";
+    } else {
+      refusal = batch_split_refusal(g, loss_, images.rank() > 0 ? images.dim(0) : 0, num_threads());
+    }
+  }
+  // The same graph for a one-thread candidate, when the strategy is measured.
+  if (!evaluation && num_threads() > 1 && forced_ != ThreadStrategy::per_kernel &&
+      forced_ != ThreadStrategy::batch_split) {
+    traced.one_thread_graph = g;
+  }
+  traced.exe = std::make_unique<graph::Executable>(std::move(g), o);
+  traced.exe->report().trace_ms = trace_ms;
+  return traced;
 }
 
 double CompiledTrainStep::trial_step_ms(graph::Executable& exe, const Tensor& images,
@@ -174,25 +221,25 @@ double CompiledTrainStep::trial_step_ms(graph::Executable& exe, const Tensor& im
   return process_cpu_ms() - t0;
 }
 
-std::unique_ptr<graph::Executable> CompiledTrainStep::faster_than_fp32(
-    std::unique_ptr<graph::Executable> mixed, const Tensor& images, const Tensor& labels) {
+CompiledTrainStep::TracedStep CompiledTrainStep::faster_than_fp32(TracedStep mixed,
+                                                                  const Tensor& images,
+                                                                  const Tensor& labels) {
   amp_raced_ = true;
   const std::vector<amp::PlacementDecision> mixed_placement = placement_;
-  int slices = 1;
   amp::AmpConfig fp32 = amp_;
   fp32.level = amp::AmpLevel::O0;
-  std::unique_ptr<graph::Executable> plain = trace_and_compile(images, labels, false, fp32, slices);
+  TracedStep plain = trace_and_compile(images, labels, false, fp32);
   // The trial steps write parameters, optimizer state and BatchNorm statistics: keep a copy and
   // put it back, so training starts from where it was.
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (const auto& [name, t] : net_.state_and_names()) saved.emplace_back(t, t.clone());
   for (const auto& [name, t] : opt_.state_and_names()) saved.emplace_back(t, t.clone());
   double mixed_ms = 1e300, plain_ms = 1e300;
-  trial_step_ms(*mixed, images, labels);  // first runs fault the arena in
-  trial_step_ms(*plain, images, labels);
+  trial_step_ms(*mixed.exe, images, labels);  // first runs fault the arena in
+  trial_step_ms(*plain.exe, images, labels);
   for (int i = 0; i < 3; ++i) {  // alternating, so both see the same machine load
-    mixed_ms = std::min(mixed_ms, trial_step_ms(*mixed, images, labels));
-    plain_ms = std::min(plain_ms, trial_step_ms(*plain, images, labels));
+    mixed_ms = std::min(mixed_ms, trial_step_ms(*mixed.exe, images, labels));
+    plain_ms = std::min(plain_ms, trial_step_ms(*plain.exe, images, labels));
   }
   for (auto& [t, copy] : saved) t.copy_from(copy);
   amp_fell_back_ = plain_ms < mixed_ms;
@@ -214,17 +261,24 @@ std::unique_ptr<graph::Executable> CompiledTrainStep::faster_than_fp32(
 
 graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor& labels,
                                               bool evaluation) {
-  amp::AmpConfig amp = amp_;
-  if (amp_fell_back_) amp.level = amp::AmpLevel::O0;
-  int slices = 1;
-  std::unique_ptr<graph::Executable> exe =
-      trace_and_compile(images, labels, evaluation, amp, slices);
+  TracedStep traced = trace_and_compile(images, labels, evaluation, effective_amp());
   bool any_bf16 = false;
   for (const amp::PlacementDecision& d : placement_) any_bf16 = any_bf16 || d.chosen != DType::f32;
   // Data parallel ranks must compile the same step, which separate races could not promise.
   if (!evaluation && !amp_raced_ && any_bf16 && !parallel::data_parallel_active() &&
       !parallel::semi_auto_active()) {
-    exe = faster_than_fp32(std::move(exe), images, labels);
+    traced = faster_than_fp32(std::move(traced), images, labels);
+  }
+  const int slices = traced.slices;
+  std::unique_ptr<graph::Executable> exe = std::move(traced.exe);
+  // Threads are chosen after the precision: the candidates time the graph that will train.
+  std::string strategy_log;
+  std::unique_ptr<BatchSplitStep> split;
+  ThreadStrategy strategy = ThreadStrategy::per_kernel;
+  if (!evaluation) {
+    split =
+        choose_thread_strategy(exe, std::move(traced.one_thread_graph), traced.options,
+                               traced.batch_split_refusal, images, labels, strategy_log, strategy);
   }
   if (verbose_) {
     const char* what = evaluation       ? "compiled the evaluation forward"
@@ -236,9 +290,9 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
       std::fprintf(stderr, "%s", parallel_plan_.c_str());
     }
     std::fprintf(
-        stderr, "kiln graph mode: %s%s%s for inputs %s: %s\n", what, slices_str.c_str(),
+        stderr, "kiln graph mode: %s%s%s for inputs %s: %s%s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
-        shapes_str(images, labels).c_str(), exe->report().str().c_str());
+        shapes_str(images, labels).c_str(), exe->report().str().c_str(), strategy_log.c_str());
     for (const std::string& line : amp::describe_decisions(placement_)) {
       std::fprintf(stderr, "kiln amp placement: %s\n", line.c_str());
     }
@@ -246,18 +300,134 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   ++(evaluation ? eval_compiles_ : compiles_);
   if (compiled_.size() >= kMaxGraphs) {
     for (Current* c : {&current_, &current_eval_}) {
-      if (c->exe == compiled_.front().exe.get()) c->exe = nullptr;
+      if (c->exe == compiled_.front().exe.get()) *c = Current{};
     }
     compiled_.erase(compiled_.begin());
   }
-  compiled_.push_back({net_.training(), evaluation, std::move(exe)});
+  compiled_.push_back({net_.training(), evaluation, std::move(exe), std::move(split), strategy});
   return *compiled_.back().exe;
+}
+
+std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
+    std::unique_ptr<graph::Executable>& whole, graph::Graph one_thread_graph,
+    const graph::CompileOptions& options, const std::string& refusal, const Tensor& images,
+    const Tensor& labels, std::string& log, ThreadStrategy& chosen) {
+  chosen = ThreadStrategy::per_kernel;
+  const int threads = num_threads();
+  if (threads < 2) return nullptr;
+  const std::string no_split = refusal.empty() ? "" : " (no batch split: " + refusal + ")";
+  if (forced_ == ThreadStrategy::one_thread) {
+    graph::CompileOptions one_options = options;
+    one_options.kernel_threads = 1;
+    whole = std::make_unique<graph::Executable>(std::move(one_thread_graph), one_options);
+    log = "; threads: one thread (as set)";
+    chosen = ThreadStrategy::one_thread;
+    return nullptr;
+  }
+  if (forced_ == ThreadStrategy::per_kernel || (forced_ && !refusal.empty())) {
+    log = "; threads: per kernel" + (no_split.empty() ? std::string(" (as set)") : no_split);
+    return nullptr;
+  }
+  std::unique_ptr<BatchSplitStep> split;
+  if (refusal.empty()) {
+    split = std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, effective_amp(), images,
+                                             labels, threads);
+  }
+  const std::string split_str = "batch split into " + std::to_string(threads) + " slices of " +
+                                std::to_string(images.dim(0) / threads);
+  if (forced_ == ThreadStrategy::batch_split) {
+    log = "; threads: " + split_str + " (as set)";
+    chosen = ThreadStrategy::batch_split;
+    return split;
+  }
+  graph::CompileOptions one_options = options;
+  one_options.kernel_threads = 1;
+  auto one = std::make_unique<graph::Executable>(std::move(one_thread_graph), one_options);
+  // The candidates run real steps on this batch, in turn, and the state they change
+  // (parameters, optimizer state) is put back afterwards: the measurement trains nothing.
+  ops::NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, Tensor>> saved;
+  for (auto& [name, t] : traced_step_state(net_, opt_)) saved.emplace_back(t, t.clone());
+  opt_.prepare_step();
+  const std::vector<Tensor> inputs{images, labels};
+  struct Candidate {
+    ThreadStrategy strategy;
+    std::function<void()> step;
+    std::vector<double> seconds;
+  };
+  std::vector<Candidate> candidates;
+  candidates.push_back({ThreadStrategy::per_kernel, [&] { whole->run(inputs); }, {}});
+  candidates.push_back({ThreadStrategy::one_thread, [&] { one->run(inputs); }, {}});
+  if (split) {
+    candidates.push_back({ThreadStrategy::batch_split, [&] { split->run(images, labels); }, {}});
+  }
+  auto seconds = [](const std::function<void()>& step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // The first run of each faults its arena in and builds its primitives.
+  double first = 0;
+  for (Candidate& c : candidates) first = std::max(first, seconds(c.step));
+  const int repeats = std::clamp(int(0.2 / std::max(first, 1e-6)), 3, 15);
+  for (int r = 0; r < repeats; ++r) {
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      // Each round in another order, so no candidate always runs first.
+      Candidate& c = candidates[(k + size_t(r)) % candidates.size()];
+      c.seconds.push_back(seconds(c.step));
+    }
+  }
+  for (auto& [t, copy] : saved) t.copy_from(copy);
+  auto median_ms = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2] * 1e3;
+  };
+  // The batch split must win by 3%: it costs memory (an arena per slice) for what it buys.
+  const Candidate* best = &candidates[0];
+  for (const Candidate& c : candidates) {
+    const double margin = c.strategy == ThreadStrategy::batch_split ? 0.97 : 1.0;
+    if (median_ms(c.seconds) < median_ms(best->seconds) * margin) best = &c;
+  }
+  chosen = best->strategy;
+  auto name = [&](ThreadStrategy s) -> std::string {
+    switch (s) {
+      case ThreadStrategy::per_kernel:
+        return "per kernel";
+      case ThreadStrategy::one_thread:
+        return "one thread";
+      case ThreadStrategy::batch_split:
+        return split_str;
+    }
+    return "?";
+  };
+  log = "; threads: " + name(chosen) + " (measured ms/step:";
+  for (const Candidate& c : candidates) {
+    char ms[48];
+    std::snprintf(ms, sizeof(ms), " %.3f", median_ms(c.seconds));
+    log += (c.strategy == ThreadStrategy::batch_split ? std::string(" batch split")
+                                                      : " " + name(c.strategy)) +
+           ms;
+  }
+  log += ")" + no_split;
+  if (chosen == ThreadStrategy::one_thread) whole = std::move(one);
+  if (chosen != ThreadStrategy::batch_split) split.reset();
+  return split;
+}
+
+ThreadStrategy CompiledTrainStep::thread_strategy() const {
+  if (!current_.exe) throw Error("CompiledTrainStep: no step has run yet");
+  return current_.strategy;
 }
 
 Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   std::vector<Tensor> inputs{images, labels};
   graph::Executable& exe = select(inputs, false);
   opt_.prepare_step();
+  if (current_.split) {
+    Tensor loss = current_.split->run(images, labels);
+    opt_.advance();
+    return loss;
+  }
   if (!loss_scale_) {
     std::vector<Tensor> out = exe.run(inputs);
     opt_.advance();
@@ -286,13 +456,20 @@ graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, 
   if (current.exe && current.exe->accepts(inputs) && current.training == net_.training()) {
     return *current.exe;
   }
-  current.exe = nullptr;
+  current = Current{};
   for (auto& c : compiled_) {
     if (c.evaluation == evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
       current.exe = c.exe.get();
+      current.split = c.split.get();
+      current.strategy = c.strategy;
     }
   }
-  if (!current.exe) current.exe = &compile(inputs[0], inputs[1], evaluation);
+  if (!current.exe) {
+    compile(inputs[0], inputs[1], evaluation);
+    current.exe = compiled_.back().exe.get();
+    current.split = compiled_.back().split.get();
+    current.strategy = compiled_.back().strategy;
+  }
   current.training = net_.training();
   return *current.exe;
 }

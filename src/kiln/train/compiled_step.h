@@ -17,6 +17,7 @@
 // and its inverse live in state scalars written before each step: a changing dynamic scale
 // never recompiles.
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,25 @@ namespace kiln::train {
 
 // Fusion from Context::enable_graph_kernel, dumps to Context::save_graphs_path.
 graph::CompileOptions options_from_context();
+
+// What a compiled step binds by reference: the network's parameters and buffers, the optimizer's
+// state and its per-step scalars (rewritten on the host each step, so never folded).
+std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& opt);
+
+class BatchSplitStep;
+
+// How a compiled training step uses the process's threads (core/kernel_threads.h).
+enum class ThreadStrategy {
+  per_kernel,   // the whole batch; each kernel on the threads its work pays for
+  batch_split,  // slices of the batch side by side, each kernel on one thread (batch_split_step.h)
+  one_thread,   // the whole batch, every kernel on the calling thread: measured fastest (a busy
+                // machine, where every fork/join waits for a time slice)
+};
+
+// KILN_THREAD_STRATEGY=per_kernel|batch_split|one_thread fixes the strategy instead of measuring
+// it (the same bits run to run, docs/numerics.md; per_kernel also keeps eager mode's batch
+// whole); unset or "measure": none. Throws Error naming the variable for any other value.
+std::optional<ThreadStrategy> thread_strategy_from_environment();
 
 class CompiledTrainStep {
  public:
@@ -78,18 +98,36 @@ class CompiledTrainStep {
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
 
+  // How the last training step ran, and why (the compile log says it too).
+  ThreadStrategy thread_strategy() const;
+  // Forces a strategy instead of measuring both when a step compiles (tests, benchmarks);
+  // batch_split still falls back where the step cannot split. Unset: measured.
+  void force_thread_strategy(std::optional<ThreadStrategy> strategy) { forced_ = strategy; }
+
  private:
   graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
+  // One traced and compiled step, with what choosing its threads needs.
+  struct TracedStep {
+    std::unique_ptr<graph::Executable> exe;
+    int slices = 1;  // micro-batches
+    graph::CompileOptions options;
+    std::string batch_split_refusal;  // why it cannot run as batch slices; "" when it can
+    graph::Graph one_thread_graph;    // the same graph, when a one-thread candidate is timed
+  };
   // Traces one step (or evaluation forward) under `amp` and compiles it; sets placement_.
-  std::unique_ptr<graph::Executable> trace_and_compile(const Tensor& images, const Tensor& labels,
-                                                       bool evaluation, const amp::AmpConfig& amp,
-                                                       int& slices);
+  TracedStep trace_and_compile(const Tensor& images, const Tensor& labels, bool evaluation,
+                               const amp::AmpConfig& amp);
+  // The AMP configuration steps compile with: O0 once the race below found fp32 faster.
+  amp::AmpConfig effective_amp() const {
+    amp::AmpConfig amp = amp_;
+    if (amp_fell_back_) amp.level = amp::AmpLevel::O0;
+    return amp;
+  }
   // Mixed precision that weighs costs: the first training graph with bf16 in it races the same
   // step compiled in fp32 (a few steps each, on this batch, the state restored after) and the
   // faster one is kept, so O1/O2 are never slower than O0 (what the per-op costs cannot see:
   // fusions that only fp32 gets). Returns the graph to keep.
-  std::unique_ptr<graph::Executable> faster_than_fp32(std::unique_ptr<graph::Executable> mixed,
-                                                      const Tensor& images, const Tensor& labels);
+  TracedStep faster_than_fp32(TracedStep mixed, const Tensor& images, const Tensor& labels);
   // One step of `exe` in milliseconds of the process's CPU time; its effects stay (the caller
   // restores the state).
   double trial_step_ms(graph::Executable& exe, const Tensor& images, const Tensor& labels);
@@ -112,6 +150,17 @@ class CompiledTrainStep {
   void trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
                            const std::vector<Tensor>& grads);
 
+  // A training step's strategy for these inputs, measured: `whole` (per kernel), the same graph
+  // on one thread (compiled from `one_thread_graph`, replacing `whole` when it wins) and, where
+  // `refusal` is empty, the batch-split step (returned when it wins). All run real steps on this
+  // batch and the state they change is restored after. `log` gets a line for the compile log.
+  std::unique_ptr<BatchSplitStep> choose_thread_strategy(std::unique_ptr<graph::Executable>& whole,
+                                                         graph::Graph one_thread_graph,
+                                                         const graph::CompileOptions& options,
+                                                         const std::string& refusal,
+                                                         const Tensor& images, const Tensor& labels,
+                                                         std::string& log, ThreadStrategy& chosen);
+
   nn::Cell& net_;
   nn::LossCell& loss_;
   optim::Optimizer& opt_;
@@ -125,11 +174,15 @@ class CompiledTrainStep {
     bool training;    // the network's mode when traced (BatchNorm, dropout behave differently)
     bool evaluation;  // forward and loss only (evaluate), not a training step
     std::unique_ptr<graph::Executable> exe;
+    std::unique_ptr<BatchSplitStep> split;  // training steps the batch-split strategy runs
+    ThreadStrategy strategy = ThreadStrategy::per_kernel;
   };
   std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
   // The graph each kind (training step, evaluation) last ran, and the network's mode then.
   struct Current {
     graph::Executable* exe = nullptr;
+    BatchSplitStep* split = nullptr;  // runs the step instead of exe when set
+    ThreadStrategy strategy = ThreadStrategy::per_kernel;
     bool training = false;
   };
   Current current_, current_eval_;
@@ -140,6 +193,7 @@ class CompiledTrainStep {
   Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step
   std::string parallel_plan_;
   bool last_skipped_ = false;
+  std::optional<ThreadStrategy> forced_;
 };
 
 }  // namespace kiln::train

@@ -8,10 +8,12 @@
 #include "kiln/autograd/tape.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
+#include "kiln/core/threads.h"
 #include "kiln/ops/cpu_support.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/data_parallel.h"
 #include "kiln/parallel/semi_auto.h"
+#include "kiln/train/batch_split_step.h"
 #include "kiln/train/compiled_step.h"
 #include "kiln/train/step_trace.h"
 
@@ -124,6 +126,35 @@ void Model::join_data_parallel(const Tensor& data) {
   if (!graph) reducer_ = std::make_unique<parallel::GradientReducer>(params_);
 }
 
+int Model::eager_slices(const Tensor& data, const Tensor& label) {
+  const int threads = num_threads();
+  if (eager_split_ && eager_split_->shape == data.shape() &&
+      eager_split_->training == network_->training() && eager_split_->threads == threads) {
+    return eager_split_->slices;
+  }
+  std::string refusal;
+  const std::optional<ThreadStrategy> forced = thread_strategy_from_environment();
+  if (forced && forced != ThreadStrategy::batch_split) {
+    refusal = "KILN_THREAD_STRATEGY is not batch_split";
+  } else if (loss_scale_) {
+    refusal = "loss scaling checks every gradient before any update";
+  } else if (reducer_) {
+    refusal = "data parallelism all-reduces the gradients as the backward makes them";
+  } else {
+    refusal = eager_batch_split_refusal(*network_, *loss_fn_, data, label, threads);
+  }
+  eager_split_ =
+      EagerSplit{data.shape(), network_->training(), threads, refusal.empty() ? threads : 1};
+  if (options_.compile_log && threads > 1) {
+    std::cerr << "kiln eager mode: inputs " << describe(data) << "; threads: "
+              << (refusal.empty() ? "batch split into " + std::to_string(threads) + " slices of " +
+                                        std::to_string(data.dim(0) / threads)
+                                  : "per kernel (no batch split: " + refusal + ")")
+              << "\n";
+  }
+  return eager_split_->slices;
+}
+
 float Model::eager_step(const Tensor& data, const Tensor& label) {
   if (parallel::semi_auto_active()) {
     throw Error(
@@ -132,6 +163,18 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
   }
   join_data_parallel(data);
   optimizer_->prepare_step();
+  if (const int slices = eager_slices(data, label); slices > 1) {
+    std::pair<Tensor, std::vector<Tensor>> loss_and_grads;
+    {
+      PhaseScope phase(StepPhase::backward);  // forward and backward, side by side
+      loss_and_grads =
+          eager_split_loss_and_gradients(*network_, *loss_fn_, params_, amp_, data, label, slices);
+    }
+    PhaseScope phase(StepPhase::update);
+    optimizer_->apply(loss_and_grads.second);
+    optimizer_->advance();
+    return scalar_loss(loss_and_grads.first);
+  }
   Tensor loss;
   {
     PhaseScope phase(StepPhase::forward);

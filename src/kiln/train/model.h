@@ -9,6 +9,7 @@
 // per parameter each step. In GRAPH_MODE (kiln::set_context) the whole step is compiled once.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,9 @@ class Model {
   // every rank, and the ranks checked to train the same thing (an Error on every rank if not).
   void join_data_parallel(const Tensor& data);
   float eager_step(const Tensor& data, const Tensor& label);
+  // Eager mode on batch slices side by side (train/batch_split_step.h): how many slices a batch
+  // shaped as `data` runs as, 1 for the whole batch; decided once per shape and mode.
+  int eager_slices(const Tensor& data, const Tensor& label);
   float graph_step(const Tensor& data, const Tensor& label);
 
   std::shared_ptr<nn::Cell> network_;
@@ -108,6 +112,13 @@ class Model {
   bool joined_ = false;                                 // join_data_parallel ran
   bool placement_logged_ = false;  // eager: the first step's AMP placement was printed
   int compiles_traced_ = 0;        // compiled graphs a profiler (step_trace.h) was told of
+  struct EagerSplit {
+    Shape shape;
+    bool training = false;
+    int threads = 0;
+    int slices = 1;
+  };
+  std::optional<EagerSplit> eager_split_;  // the last eager_slices() decision
 };
 
 }  // namespace kiln::train

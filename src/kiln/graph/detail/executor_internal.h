@@ -28,6 +28,7 @@ struct Executable::Launch {
   std::shared_ptr<SpecialKernel> special;
   NodeId node = -1;
   int position = 0;                   // in the plan's schedule
+  int threads = 1;                    // the launch's team (core/kernel_threads.h), set at bind
   std::span<std::byte> workspace;     // the special kernel's scratch
   std::vector<const void*> out_data;  // to catch a kernel that replaced its output tensor
 };
@@ -36,6 +37,10 @@ namespace detail {
 
 // Sets the report's fusion counts to the fused nodes left in `graph` (compile_report.cpp).
 void count_fused_nodes(const Graph& graph, CompileReport& report);
+
+// What a node's launch costs: the op table's cost where the node is one op; fused nodes count
+// the work of the op they are built around over the bytes they move (launch_info.cpp).
+ops::Cost node_cost(const Graph& graph, const Node& node);
 
 // Whether each view node's output shares its input's memory (arena_binding.cpp).
 std::vector<bool> probe_views(const Graph& graph);

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kiln/core/kernel_threads.h"
 #include "kiln/core/tensor.h"
 #include "kiln/ops/op.h"
 
@@ -152,14 +153,18 @@ class PrimitiveRunner {
 PrimitiveRunner matmul_runner(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
                               const dnnl::memory::desc& dst);
 
-// A per-thread cache of T (usually a struct of PrimitiveRunners) keyed by PrimitiveKey. When full,
-// it is cleared: eager training loops use a handful of shapes, so an LRU would buy nothing.
+// A per-thread cache of T (usually a struct of PrimitiveRunners) keyed by PrimitiveKey and the
+// threads the calling launch uses (core/kernel_threads.h): a primitive made for one thread is
+// only ever run with one. When full, it is cleared: eager training loops use a handful of shapes,
+// so an LRU would buy nothing.
 template <class T>
 class PrimitiveCache {
  public:
   static constexpr size_t kCapacity = 4096;
   template <class Build>
-  T& get(const PrimitiveKey& key, Build&& build) {
+  T& get(const PrimitiveKey& shapes_key, Build&& build) {
+    PrimitiveKey key = shapes_key;
+    key.add(current_kernel_threads());
     if (key.overflowed()) {
       // Too many dims to key inline (never for the ops here); build without caching.
       overflow_ = std::make_unique<T>(build());

@@ -1,0 +1,228 @@
+#include "kiln/train/batch_split_step.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <exception>
+#include <optional>
+
+#include "kiln/amp/autocast.h"
+#include "kiln/autograd/tape.h"
+#include "kiln/core/error.h"
+#include "kiln/core/kernel_threads.h"
+#include "kiln/graph/autodiff.h"
+#include "kiln/graph/tracer.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/functional.h"
+#include "kiln/train/compiled_step.h"
+
+namespace kiln::train {
+
+std::string batch_split_refusal(const graph::Graph& g, const nn::LossCell& loss, int64_t batch,
+                                int slices) {
+  if (slices < 2) return "one thread";
+  if (batch % slices != 0) {
+    return "a batch of " + std::to_string(batch) + " does not split into " +
+           std::to_string(slices) + " equal slices";
+  }
+  const std::optional<nn::Reduction> reduction = loss.batch_reduction();
+  if (reduction != nn::Reduction::mean && reduction != nn::Reduction::sum) {
+    return "the loss is not the mean or the sum over the batch's samples";
+  }
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const graph::Node& node = g.node(graph::NodeId(n));
+    if (node.op == ops::OpKind::batch_norm && node.attrs.as<ops::BatchNormAttrs>().training) {
+      return "BatchNorm in training normalizes with the whole batch's statistics, which no "
+             "slice has";
+    }
+    if (node.op == ops::OpKind::dropout && node.attrs.as<ops::DropoutAttrs>().training) {
+      return "dropout draws one mask for the whole batch";
+    }
+  }
+  return {};
+}
+
+namespace {
+
+Tensor batch_slice(const Tensor& t, int i, int slices) {
+  const int64_t size = t.dim(0) / slices;
+  return ops::slice(t, 0, i * size, (i + 1) * size);
+}
+
+ops::TensorMeta slice_meta(const Tensor& t, int slices) {
+  ops::TensorMeta m = ops::meta_of(t);
+  Shape s = m.shape;
+  s[0] /= slices;
+  m.shape = s;
+  return m;
+}
+
+}  // namespace
+
+std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const Tensor& images,
+                                      const Tensor& labels, int slices) {
+  if (slices < 2) return "one thread";
+  graph::Graph g;
+  {
+    graph::Tracer tracer(g);
+    tracer.bind_state(net.state_and_names());
+    const Tensor x = tracer.input(ops::meta_of(images), "images");
+    const Tensor y = tracer.input(ops::meta_of(labels), "labels");
+    tracer.add_output(loss(net(x), y));
+    tracer.finish();
+  }
+  return batch_split_refusal(g, loss, images.rank() > 0 ? images.dim(0) : 0, slices);
+}
+
+std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
+    nn::Cell& net, nn::LossCell& loss, const std::vector<Tensor>& params, const amp::AmpConfig& amp,
+    const Tensor& images, const Tensor& labels, int slices) {
+  const bool mean = loss.batch_reduction() == nn::Reduction::mean;
+  std::vector<Tensor> losses(static_cast<size_t>(slices));
+  std::vector<std::vector<Tensor>> grads(static_cast<size_t>(slices));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
+#pragma omp parallel for num_threads(slices) schedule(static, 1)
+  for (int i = 0; i < slices; ++i) {
+    try {
+      KernelThreads alone(1);
+      Tensor l;
+      {
+        std::optional<amp::AutocastScope> autocast;  // per thread, as the tape's grad mode
+        if (amp.level != amp::AmpLevel::O0) autocast.emplace(amp);
+        l = loss(net(batch_slice(images, i, slices)), batch_slice(labels, i, slices));
+      }
+      if (mean) l = ops::mul_scalar(l, 1.0 / slices);
+      grads[size_t(i)] = autograd::grad(l, params);
+      losses[size_t(i)] = l;
+    } catch (...) {
+      errors[size_t(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  ops::NoGradGuard no_grad;
+  Tensor total = losses[0];
+  std::vector<Tensor> sum = grads[0];
+  for (int i = 1; i < slices; ++i) {
+    total = ops::add(total, losses[size_t(i)]);
+    for (size_t p = 0; p < sum.size(); ++p) sum[p] = ops::add(sum[p], grads[size_t(i)][p]);
+  }
+  return {total, sum};
+}
+
+BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
+                               const graph::CompileOptions& options, const amp::AmpConfig& amp,
+                               const Tensor& images, const Tensor& labels, int slices)
+    : images_shape_(images.shape()),
+      labels_shape_(labels.shape()),
+      images_dtype_(images.dtype()),
+      labels_dtype_(labels.dtype()) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Tensor> params = opt.parameters();
+  const bool mean = loss.batch_reduction() == nn::Reduction::mean;
+  // The slice's forward and backward: outputs its loss (weighted so that the slices' losses add
+  // up to the batch's) and its parameters' gradients.
+  auto trace_slice_step = [&] {
+    graph::Graph g;
+    graph::Tracer tracer(g);
+    tracer.bind_state(traced_step_state(net, opt));
+    const Tensor x = tracer.input(slice_meta(images, slices), "images");
+    const Tensor y = tracer.input(slice_meta(labels, slices), "labels");
+    Tensor slice_loss;
+    {
+      amp::AutocastScope autocast(amp);
+      slice_loss = loss(net(x), y);
+    }
+    if (mean) slice_loss = ops::mul_scalar(slice_loss, 1.0 / slices);
+    const std::vector<Tensor> grads = graph::gradients(tracer, slice_loss, params);
+    tracer.add_output(slice_loss);
+    for (const Tensor& grad : grads) tracer.add_output(grad);
+    tracer.finish();
+    return g;
+  };
+  for (int i = 0; i < slices; ++i) {
+    graph::CompileOptions o = options;
+    o.arena = std::make_shared<graph::Arena>();  // the slices run at the same time
+    o.kernel_threads = 1;
+    o.micro_batches = 1;
+    o.updates_last = false;
+    o.dump_name = options.dump_name + "_slice" + std::to_string(i);
+    slice_steps_.push_back(std::make_unique<graph::Executable>(trace_slice_step(), o));
+  }
+  // The update: the slices' losses and gradients as inputs, summed, then the optimizer once.
+  const graph::Graph& slice_graph = slice_steps_[0]->graph();
+  graph::Graph g;
+  {
+    graph::Tracer tracer(g);
+    tracer.bind_state(traced_step_state(net, opt));
+    Tensor total;
+    std::vector<Tensor> grads(params.size());
+    for (int i = 0; i < slices; ++i) {
+      const std::string slice = "slice" + std::to_string(i);
+      const std::vector<graph::ValueId>& outs = slice_graph.outputs();
+      const Tensor slice_loss = tracer.input(slice_graph.value(outs[0]).meta, slice + ".loss");
+      total = i == 0 ? slice_loss : ops::add(total, slice_loss);
+      for (size_t p = 0; p < params.size(); ++p) {
+        const Tensor grad =
+            tracer.input(slice_graph.value(outs[p + 1]).meta, slice + ".grad" + std::to_string(p));
+        grads[p] = i == 0 ? grad : ops::add(grads[p], grad);
+      }
+    }
+    opt.apply(grads);
+    tracer.add_output(total);
+    tracer.finish();
+  }
+  graph::CompileOptions o = options;
+  o.micro_batches = 1;
+  o.updates_last = false;
+  o.dump_name = options.dump_name + "_update";
+  update_ = std::make_unique<graph::Executable>(std::move(g), o);
+  compile_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+BatchSplitStep::~BatchSplitStep() = default;
+
+bool BatchSplitStep::accepts(const Tensor& images, const Tensor& labels) const {
+  return images.shape() == images_shape_ && images.dtype() == images_dtype_ &&
+         labels.shape() == labels_shape_ && labels.dtype() == labels_dtype_;
+}
+
+Tensor BatchSplitStep::run(const Tensor& images, const Tensor& labels) {
+  if (!accepts(images, labels)) {
+    throw ShapeError("batch-split step: compiled for " + std::string(dtype_name(images_dtype_)) +
+                     images_shape_.str() + " images and " + std::string(dtype_name(labels_dtype_)) +
+                     labels_shape_.str() + " labels, got " + describe(images) + ", " +
+                     describe(labels));
+  }
+  const int slices = this->slices();
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < slices; ++i) {
+    xs.push_back(batch_slice(images, i, slices));
+    ys.push_back(batch_slice(labels, i, slices));
+  }
+  std::vector<std::vector<Tensor>> outs(static_cast<size_t>(slices));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
+  // One team for the whole step; inside it every kernel of a slice runs on its slice's thread
+  // (the slice graphs were bound for one thread; nested regions get one thread too).
+#pragma omp parallel for num_threads(slices) schedule(static, 1)
+  for (int i = 0; i < slices; ++i) {
+    try {
+      KernelThreads alone(1);
+      const Tensor in[2] = {xs[size_t(i)], ys[size_t(i)]};
+      outs[size_t(i)] = slice_steps_[size_t(i)]->run_in_arena(in);
+    } catch (...) {
+      errors[size_t(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  std::vector<Tensor> update_inputs;
+  for (const std::vector<Tensor>& o : outs)
+    update_inputs.insert(update_inputs.end(), o.begin(), o.end());
+  return update_->run(update_inputs)[0];
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,250 @@
+// How a compiled training step uses its threads (train/compiled_step.h's ThreadStrategy): the
+// batch-split step must train like the whole-batch step (up to the order of the gradient sums),
+// a network that cannot split must fall back, and the per-launch thread choice must compute what
+// a fixed team computes.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/autograd/tape.h"
+#include "kiln/core/error.h"
+#include "kiln/core/random.h"
+#include "kiln/core/threads.h"
+#include "kiln/models/zoo.h"
+#include "kiln/nn/activation.h"
+#include "kiln/nn/basic.h"
+#include "kiln/nn/container.h"
+#include "kiln/nn/conv.h"
+#include "kiln/nn/dense.h"
+#include "kiln/nn/loss.h"
+#include "kiln/nn/normalization.h"
+#include "kiln/optim/momentum.h"
+#include "kiln/train/batch_split_step.h"
+#include "kiln/train/compiled_step.h"
+
+#include "train_testing.h"
+
+namespace kiln::train {
+namespace {
+
+using testing::batch_images;
+using testing::batch_labels;
+
+// The process's thread budget for one test, put back after it.
+class Budget {
+ public:
+  explicit Budget(int threads) : before_(num_threads()) { set_num_threads(threads); }
+  ~Budget() { set_num_threads(before_); }
+
+ private:
+  int before_;
+};
+
+std::shared_ptr<nn::Cell> make_net(const std::string& model) {
+  set_seed(7);
+  if (model != "conv_bn") return models::create(model);
+  // A small network with BatchNorm in training: its statistics are the whole batch's.
+  return std::make_shared<nn::SequentialCell>(std::vector<std::shared_ptr<nn::Cell>>{
+      std::make_shared<nn::Conv2d>(1, 4, 3), std::make_shared<nn::BatchNorm2d>(4),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Dense>(4 * 28 * 28, 10)});
+}
+
+struct TrainingRun {
+  std::vector<float> losses;
+  std::vector<std::vector<float>> state;
+  ThreadStrategy strategy = ThreadStrategy::per_kernel;
+  int fewest_launch_threads = 0, most_launch_threads = 0;  // over the whole-batch graph's launches
+};
+
+// Three Momentum steps of `model` on fixed batches of `batch`.
+TrainingRun train(const std::string& model, int64_t batch, std::optional<ThreadStrategy> strategy,
+                  bool threads_per_launch = true) {
+  std::shared_ptr<nn::Cell> net = make_net(model);
+  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+  optim::Momentum opt(net->trainable_params(), optim::constant_lr(0.05),
+                      optim::MomentumOptions{.momentum = 0.9, .weight_decay = 0.01});
+  CompiledTrainStep step(*net, loss, opt,
+                         {.fusion = true, .threads_per_launch = threads_per_launch});
+  step.set_verbose(false);
+  step.force_thread_strategy(strategy);
+  TrainingRun run;
+  for (int s = 0; s < 3; ++s) {
+    const Tensor x = batch_images(batch, 300 + uint64_t(s));
+    const Tensor y = batch_labels(batch, 400 + uint64_t(s));
+    run.losses.push_back(step.run(x, y).item<float>());
+  }
+  run.strategy = step.thread_strategy();
+  const graph::Executable& exe = step.executable();
+  run.fewest_launch_threads = exe.launch_threads(0);
+  for (size_t i = 0; i < exe.num_launches(); ++i) {
+    run.fewest_launch_threads = std::min(run.fewest_launch_threads, exe.launch_threads(i));
+    run.most_launch_threads = std::max(run.most_launch_threads, exe.launch_threads(i));
+  }
+  for (auto& [name, t] : net->state_and_names()) run.state.push_back(t.to_vector<float>());
+  return run;
+}
+
+// Relative difference, with values near zero compared against the tensor's own scale (a
+// gradient sum's rounding is relative to its terms, not to a result that cancels to ~0).
+double worst_relative(const std::vector<std::vector<float>>& a,
+                      const std::vector<std::vector<float>>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    double scale = 0;
+    for (float v : a[i]) scale = std::max(scale, double(std::abs(v)));
+    for (size_t k = 0; k < a[i].size() && k < b[i].size(); ++k) {
+      const double d = std::abs(double(a[i][k]) - double(b[i][k]));
+      worst = std::max(worst, d / std::max(std::abs(double(a[i][k])), 1e-2 * scale + 1e-30));
+    }
+  }
+  return worst;
+}
+
+void expect_same_training(const TrainingRun& reference, const TrainingRun& other,
+                          const std::string& what) {
+  ASSERT_EQ(reference.losses.size(), other.losses.size());
+  for (size_t s = 0; s < reference.losses.size(); ++s) {
+    EXPECT_NEAR(other.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s]))
+        << what << ", step " << s;
+  }
+  EXPECT_LT(worst_relative(reference.state, other.state), 1e-5) << what;
+}
+
+TEST(BatchSplit, LeNetStepEqualsTheWholeBatchStep) {
+  Budget two(2);
+  const TrainingRun whole = train("lenet", 64, ThreadStrategy::per_kernel);
+  const TrainingRun split = train("lenet", 64, ThreadStrategy::batch_split);
+  EXPECT_EQ(whole.strategy, ThreadStrategy::per_kernel);
+  EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
+  expect_same_training(whole, split, "lenet b64, 2 slices");
+}
+
+TEST(BatchSplit, MlpStepEqualsTheWholeBatchStep) {
+  Budget two(2);
+  const TrainingRun whole = train("mlp", 32, ThreadStrategy::per_kernel);
+  const TrainingRun split = train("mlp", 32, ThreadStrategy::batch_split);
+  EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
+  expect_same_training(whole, split, "mlp b32, 2 slices");
+}
+
+TEST(BatchSplit, FourSlicesEqualTheWholeBatchStep) {
+  Budget four(4);
+  const TrainingRun whole = train("lenet", 32, ThreadStrategy::per_kernel);
+  const TrainingRun split = train("lenet", 32, ThreadStrategy::batch_split);
+  EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
+  expect_same_training(whole, split, "lenet b32, 4 slices");
+}
+
+TEST(BatchSplit, BatchNormInTrainingFallsBackToTheWholeBatch) {
+  Budget two(2);
+  const TrainingRun asked = train("conv_bn", 16, ThreadStrategy::batch_split);
+  EXPECT_EQ(asked.strategy, ThreadStrategy::per_kernel);
+  // It fell back to the whole batch: the same step as asking for that.
+  expect_same_training(train("conv_bn", 16, ThreadStrategy::per_kernel), asked, "conv_bn");
+}
+
+TEST(BatchSplit, UnevenBatchFallsBackToTheWholeBatch) {
+  Budget two(2);
+  EXPECT_EQ(train("lenet", 15, ThreadStrategy::batch_split).strategy, ThreadStrategy::per_kernel);
+}
+
+TEST(BatchSplit, OneThreadNeverSplits) {
+  Budget one(1);
+  EXPECT_EQ(train("lenet", 16, ThreadStrategy::batch_split).strategy, ThreadStrategy::per_kernel);
+}
+
+TEST(OneThread, StepEqualsTheWholeTeamStep) {
+  Budget two(2);
+  const TrainingRun team = train("lenet", 64, ThreadStrategy::per_kernel);
+  const TrainingRun one = train("lenet", 64, ThreadStrategy::one_thread);
+  EXPECT_EQ(one.strategy, ThreadStrategy::one_thread);
+  expect_same_training(team, one, "lenet b64, one thread");
+}
+
+TEST(ThreadStrategy, EnvironmentNamesItOrFails) {
+  ::setenv("KILN_THREAD_STRATEGY", "batch_split", 1);
+  EXPECT_EQ(thread_strategy_from_environment(), ThreadStrategy::batch_split);
+  ::setenv("KILN_THREAD_STRATEGY", "measure", 1);
+  EXPECT_EQ(thread_strategy_from_environment(), std::nullopt);
+  ::setenv("KILN_THREAD_STRATEGY", "fastest", 1);
+  try {
+    thread_strategy_from_environment();
+    ADD_FAILURE() << "no error for KILN_THREAD_STRATEGY=fastest";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_THREAD_STRATEGY=fastest"), std::string::npos);
+  }
+  ::unsetenv("KILN_THREAD_STRATEGY");
+  EXPECT_EQ(thread_strategy_from_environment(), std::nullopt);
+}
+
+TEST(BatchSplit, RefusalNamesTheReason) {
+  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+  graph::Graph empty;
+  EXPECT_EQ(batch_split_refusal(empty, loss, 64, 2), "");
+  EXPECT_NE(batch_split_refusal(empty, loss, 63, 2).find("does not split into 2"),
+            std::string::npos);
+  EXPECT_EQ(batch_split_refusal(empty, loss, 64, 1), "one thread");
+}
+
+TEST(BatchSplit, MeasuredChoiceTrainsLikeEitherStrategy) {
+  Budget two(2);
+  const TrainingRun whole = train("lenet", 64, ThreadStrategy::per_kernel);
+  const TrainingRun measured = train("lenet", 64, std::nullopt);  // whichever measured faster
+  // The measurement ran real steps and put the state back: training is unchanged.
+  expect_same_training(whole, measured, "lenet b64, measured strategy");
+}
+
+// Eager mode's split: the slices' summed gradients against the tape's on the whole batch.
+TEST(BatchSplit, EagerGradientsEqualTheWholeBatchGradients) {
+  Budget two(2);
+  autograd::install_tape();
+  for (const std::string model : {"lenet", "mlp"}) {
+    std::shared_ptr<nn::Cell> net = make_net(model);
+    nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+    const std::vector<Tensor> params = net->trainable_params();
+    const Tensor x = batch_images(64, 500), y = batch_labels(64, 600);
+    EXPECT_EQ(eager_batch_split_refusal(*net, loss, x, y, 2), "") << model;
+    const Tensor whole_loss = loss(net->construct(x), y);
+    std::vector<std::vector<float>> whole, split;
+    for (const Tensor& g : autograd::grad(whole_loss, params))
+      whole.push_back(g.to_vector<float>());
+    auto [split_loss, grads] = eager_split_loss_and_gradients(*net, loss, params, {}, x, y, 2);
+    for (const Tensor& g : grads) split.push_back(g.to_vector<float>());
+    EXPECT_NEAR(split_loss.item<float>(), whole_loss.item<float>(),
+                1e-5 * std::abs(whole_loss.item<float>()))
+        << model;
+    EXPECT_LT(worst_relative(whole, split), 1e-5) << model;
+  }
+  // BatchNorm in training: eager refuses to split it too.
+  std::shared_ptr<nn::Cell> bn = make_net("conv_bn");
+  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+  EXPECT_NE(eager_batch_split_refusal(*bn, loss, batch_images(16, 1), batch_labels(16, 2), 2)
+                .find("BatchNorm"),
+            std::string::npos);
+}
+
+TEST(PerLaunchThreads, SameResultsAsAFixedTeam) {
+  Budget two(2);
+  for (const std::string model : {"lenet", "conv_bn"}) {
+    const TrainingRun fixed = train(model, 32, ThreadStrategy::per_kernel, false);
+    const TrainingRun per_launch = train(model, 32, ThreadStrategy::per_kernel, true);
+    expect_same_training(fixed, per_launch, model + ", per-launch threads");
+    // The fixed team runs every launch on both threads; per launch, the small kernels (the
+    // loss, the bias gradients) take one and the convolutions both.
+    EXPECT_EQ(fixed.fewest_launch_threads, 2) << model;
+    EXPECT_EQ(per_launch.fewest_launch_threads, 1) << model;
+    EXPECT_EQ(per_launch.most_launch_threads, 2) << model;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::train
