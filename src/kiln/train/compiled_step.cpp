@@ -199,8 +199,10 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
     }
   }
   // The same graph for a one-thread candidate, when the strategy is measured.
-  if (!evaluation && num_threads() > 1 && forced_ != ThreadStrategy::per_kernel &&
-      forced_ != ThreadStrategy::batch_split) {
+  // (Under MPI the strategy is not timed: see choose_thread_strategy.)
+  const bool timed = !parallel::data_parallel_active() && !logical;
+  if (!evaluation && num_threads() > 1 &&
+      (forced_ == ThreadStrategy::one_thread || (!forced_ && timed))) {
     traced.one_thread_graph = g;
   }
   traced.exe = std::make_unique<graph::Executable>(std::move(g), o);
@@ -339,6 +341,12 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     log = "; threads: " + split_str + " (as set)";
     chosen = ThreadStrategy::batch_split;
     return split;
+  }
+  // Ranks would time their candidates differently and so run different numbers of trial steps,
+  // each with collectives every rank must join: under MPI the choice must not be measured.
+  if (parallel::data_parallel_active() || parallel::semi_auto_active()) {
+    log = "; threads: per kernel (not measured: every rank must choose alike)";
+    return nullptr;
   }
   graph::CompileOptions one_options = options;
   one_options.kernel_threads = 1;
