@@ -31,10 +31,15 @@ void set_auto_parallel_context(const AutoParallelContext& c) {
     throw Error(detail::concat("set_auto_parallel_context: first_bucket_cap_mb must be > 0, got ",
                                c.first_bucket_cap_mb));
   }
-  if (c.parallel_mode == ParallelMode::AUTO_PARALLEL) {
-    throw Error("set_auto_parallel_context: parallel_mode " + parallel_mode_name(c.parallel_mode) +
-                " is not available yet; Kiln runs stand_alone, data_parallel and "
-                "semi_auto_parallel");
+  if (c.search_mode != "dynamic_programming" && c.search_mode != "recursive_programming" &&
+      c.search_mode != "sharding_propagation") {
+    throw Error("set_auto_parallel_context: search_mode '" + c.search_mode +
+                "' is not one of dynamic_programming, recursive_programming, "
+                "sharding_propagation");
+  }
+  if (!std::isfinite(c.memory_limit_mb) || c.memory_limit_mb < 0) {
+    throw Error(detail::concat("set_auto_parallel_context: memory_limit_mb must be >= 0, got ",
+                               c.memory_limit_mb));
   }
   current() = c;
 }

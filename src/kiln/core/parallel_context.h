@@ -25,6 +25,12 @@ struct AutoParallelContext {
   double first_bucket_cap_mb = 1.0;
   // Each data source shards by rank unless the user gave num_shards (MindSpore's behaviour).
   bool dataset_shard_by_rank = true;
+  // AUTO_PARALLEL: how strategies are chosen ("dynamic_programming", "recursive_programming",
+  // "sharding_propagation"; parallel/auto_parallel.h) and the memory each rank may use for
+  // parameters, gradients, optimizer state and activations (MiB; 0: no limit), the counterpart
+  // of MindSpore's max_device_memory for the search.
+  std::string search_mode = "dynamic_programming";
+  double memory_limit_mb = 0;
 };
 
 // Throws kiln::Error naming a field with a value out of range.

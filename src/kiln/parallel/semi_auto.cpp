@@ -10,6 +10,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/functional.h"
+#include "kiln/parallel/auto_parallel.h"
 #include "kiln/parallel/data_parallel.h"
 
 namespace kiln::parallel {
@@ -90,14 +91,20 @@ std::vector<int64_t> same_block_group(const TensorLayout& layout, int64_t rank) 
 }  // namespace
 
 bool semi_auto_active() {
-  return get_auto_parallel_context().parallel_mode == ParallelMode::SEMI_AUTO_PARALLEL;
+  const ParallelMode mode = get_auto_parallel_context().parallel_mode;
+  return mode == ParallelMode::SEMI_AUTO_PARALLEL || mode == ParallelMode::AUTO_PARALLEL;
+}
+
+bool auto_parallel_active() {
+  return get_auto_parallel_context().parallel_mode == ParallelMode::AUTO_PARALLEL;
 }
 
 int64_t semi_auto_ranks() {
   const int64_t ranks = comm::size();
   const int device_num = get_auto_parallel_context().device_num;
   if (device_num > 0 && device_num != ranks) {
-    throw Error(detail::concat("SEMI_AUTO_PARALLEL: device_num is ", device_num,
+    throw Error(detail::concat(auto_parallel_active() ? "AUTO_PARALLEL" : "SEMI_AUTO_PARALLEL",
+                               ": device_num is ", device_num,
                                " but the job has ", ranks,
                                " ranks; set device_num to the job's size (or 0)"));
   }
@@ -108,7 +115,7 @@ std::unique_ptr<LogicalStep> plan_step(
     const ops::TensorMeta& images, const ops::TensorMeta& labels,
     const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
     const std::vector<nn::NamedTensor>& params, const std::vector<nn::NamedTensor>& optimizer_state,
-    const std::vector<Tensor>& optimizer_params) {
+    const std::vector<Tensor>& optimizer_params, const MachineModel& machine) {
   const int64_t ranks = semi_auto_ranks();
   // Every rank starts from rank 0's whole values, once, before anything is split.
   {
@@ -148,7 +155,25 @@ std::unique_ptr<LogicalStep> plan_step(
     if (value.kind != graph::ValueKind::state) continue;
     if (const TensorLayout* l = sharded_layout(value.tensor)) fixed.emplace(graph::ValueId(v), *l);
   }
-  step->plan = plan_sharding(step->graph, ranks, fixed);
+  std::map<graph::ValueId, TensorLayout> held = fixed;
+  std::map<graph::NodeId, std::string> searched;
+  if (auto_parallel_active()) {
+    const AutoParallelContext& context = get_auto_parallel_context();
+    AutoParallelOptions options;
+    options.search = parse_search_mode(context.search_mode);
+    options.memory_limit_bytes = context.memory_limit_mb * double(1 << 20);
+    options.optimizer_states =
+        optimizer_params.empty() ? 0 : int(optimizer_state.size() / optimizer_params.size());
+    options.machine = machine;
+    const AutoPlan plan = plan_auto_parallel(step->graph, step->loss, ranks, options, fixed);
+    for (const auto& [id, choice] : plan.ops) {
+      step->graph.node(id).strategy = choice.strategy;
+      searched[id] = "chosen by the search: " + choice.what;
+    }
+    for (const auto& [v, layout] : plan.parameters) held.emplace(v, layout);
+    step->auto_text = plan.str(step->graph);
+  }
+  step->plan = plan_sharding(step->graph, ranks, held, machine.comm, searched);
 
   // Keep this rank's block of each newly split parameter and of its optimizer state.
   for (size_t v = 0; v < step->graph.num_values(); ++v) {

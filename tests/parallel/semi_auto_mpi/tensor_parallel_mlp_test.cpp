@@ -58,10 +58,16 @@ struct Trained {
 
 using SetStrategies = std::function<void(Mlp&)>;
 
-Trained train(const SetStrategies& strategies) {
+// With `strategies`: SEMI_AUTO_PARALLEL with them, or with `search`: AUTO_PARALLEL with that
+// search mode (and the user's strategies, if any, for sharding_propagation). Neither: one process.
+Trained train(const SetStrategies& strategies, const std::string& search = "") {
   set_context({.mode = GRAPH_MODE});
-  const bool sharded = strategies != nullptr;
-  if (sharded) {
+  const bool sharded = strategies != nullptr || !search.empty();
+  if (!search.empty()) {
+    set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
+                               .device_num = comm::size(),
+                               .search_mode = search});
+  } else if (sharded) {
     set_auto_parallel_context(
         {.parallel_mode = ParallelMode::SEMI_AUTO_PARALLEL, .device_num = comm::size()});
   } else {
@@ -70,7 +76,7 @@ Trained train(const SetStrategies& strategies) {
   // Rank-dependent seeds when sharded: the run must start from rank 0's whole values.
   set_seed(sharded ? 11 + uint64_t(comm::rank()) : 11);
   Mlp net;
-  if (sharded) strategies(net);
+  if (strategies) strategies(net);
   nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
   optim::Momentum opt(net.trainable_params(), optim::constant_lr(0.05),
                       optim::MomentumOptions{.momentum = 0.9});
@@ -159,6 +165,32 @@ TEST(TensorParallelMlp, BatchAndModelSplitTogetherEqualsSingleProcess) {
     m.fc2->matmul().shard({{2, 2}, {1, 2}});
   });
   expect_same_training(got, single_process());
+}
+
+// AUTO_PARALLEL: whatever each search chooses, the run must be the single process's.
+TEST(TensorParallelMlp, AutoParallelDynamicProgrammingEqualsSingleProcess) {
+  const Trained got = train(nullptr, "dynamic_programming");
+  if (comm::rank() == 0 && std::getenv("KILN_TEST_PRINT_PLAN")) std::fprintf(stderr, "%s", got.plan.c_str());
+  expect_same_training(got, single_process());
+  EXPECT_NE(got.plan.find("AUTO_PARALLEL plan for " + std::to_string(comm::size()) +
+                          " devices (search dynamic_programming, optimal"),
+            std::string::npos)
+      << got.plan;
+}
+
+TEST(TensorParallelMlp, AutoParallelRecursiveProgrammingEqualsSingleProcess) {
+  const Trained got = train(nullptr, "recursive_programming");
+  expect_same_training(got, single_process());
+}
+
+TEST(TensorParallelMlp, AutoParallelShardingPropagationFromTheUsersStrategyEqualsSingleProcess) {
+  const int64_t n = comm::size();
+  const Trained got = train([n](Mlp& m) { m.fc1->matmul().shard({{1, 1}, {n, 1}}); },
+                            "sharding_propagation");
+  expect_same_training(got, single_process());
+  EXPECT_NE(got.plan.find("parameter fc1.weight [4096, 8]: split [" + std::to_string(n)),
+            std::string::npos)
+      << got.plan;
 }
 
 TEST(TensorParallelMlp, AStrategyThatDoesNotFitIsAClearError) {
