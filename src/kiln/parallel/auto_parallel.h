@@ -43,6 +43,7 @@ struct AutoParallelOptions {
   double memory_limit_bytes = 0;  // per rank; 0: no limit
   int optimizer_states = 1;       // state tensors per parameter: SGD 0, Momentum 1, Adam 2
   bool fully_use_devices = true;  // MindSpore's: every split uses all devices, or none
+  double gradient_bucket_bytes = 25 << 20;  // AutoParallelContext::bucket_cap_mb
   MachineModel machine;
 };
 

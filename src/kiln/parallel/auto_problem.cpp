@@ -136,6 +136,14 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
       }
     }
     const int states = options.optimizer_states;
+    // Gradients that every rank holds alike share data parallelism's buckets, so each pays its
+    // bytes and its share of a bucket's message rounds; a smaller group's all-reduce pays all.
+    auto gradient_reduce_seconds = [&](double bytes, int64_t group) {
+      const double full = machine.comm.all_reduce(bytes, group);
+      if (group != devices || group <= 1) return full;
+      const double rounds = machine.comm.all_reduce(0, group);
+      return full - rounds + rounds * std::min(1.0, bytes / options.gradient_bucket_bytes);
+    };
     std::vector<double> cost, bytes;
     for (const TensorLayout& l : p.layouts) {
       const double b = local_bytes(l, value.meta.dtype);
@@ -143,7 +151,7 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
       for (int64_t parts : l.parts()) blocks *= parts;
       const double update =
           p.trainable ? b * double(3 + 2 * states) / machine.bytes_per_s + machine.launch_s : 0;
-      const double reduce = p.trainable ? machine.comm.all_reduce(b, devices / blocks) : 0;
+      const double reduce = p.trainable ? gradient_reduce_seconds(b, devices / blocks) : 0;
       p.compute_s.push_back(update);
       p.communication_s.push_back(reduce);
       cost.push_back(update + reduce);
@@ -372,10 +380,10 @@ void AutoProblem::describe(const std::vector<int>& choice, AutoPlan& plan) const
       const auto [t_alt, b_alt] = local_cost(changed, alternative);
       char text[240];
       const double dt = (t_alt - t_chosen) * 1e3, db = (b_alt - b_chosen) / double(1 << 20);
+      // The others as planned: what this op alone would cost with the batch split instead.
       if (dt >= 0) {
-        std::snprintf(text, sizeof text,
-                      "the batch split here instead: %.3f ms more per step%s", dt,
-                      db > 0.05 ? "" : "");
+        std::snprintf(text, sizeof text, "the batch split for this op alone: %.3f ms more per step",
+                      dt);
         c.why = text;
         if (db > 0.05) {
           std::snprintf(text, sizeof text, " and %.1f MiB more per rank", db);
@@ -383,8 +391,8 @@ void AutoProblem::describe(const std::vector<int>& choice, AutoPlan& plan) const
         }
       } else {
         std::snprintf(text, sizeof text,
-                      "the batch split here instead: %.3f ms less per step but %.1f MiB more per "
-                      "rank, over the memory limit",
+                      "the batch split for this op alone: %.3f ms less per step but %.1f MiB more "
+                      "per rank, over the memory limit",
                       -dt, db);
         c.why = text;
       }

@@ -32,10 +32,10 @@ Registry& registry() {
 // tracing, so their data is never read at those shapes).
 class WholeShapes {
  public:
-  explicit WholeShapes(const std::vector<Tensor>& tensors) {
+  explicit WholeShapes(const std::vector<nn::NamedTensor>& tensors) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    for (const Tensor& t : tensors) {
+    for (const auto& [name, t] : tensors) {
       auto it = r.split.find(t.impl());
       if (it == r.split.end()) continue;
       saved_.push_back({t, t.impl()->shape, t.impl()->strides});
@@ -111,6 +111,24 @@ int64_t semi_auto_ranks() {
   return ranks;
 }
 
+std::unique_ptr<LogicalStep> trace_logical_step(
+    const ops::TensorMeta& images, const ops::TensorMeta& labels,
+    const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
+    const std::vector<nn::NamedTensor>& params) {
+  auto step = std::make_unique<LogicalStep>();
+  graph::Tracer tracer(step->graph);
+  tracer.bind_state(params);
+  const Tensor x = tracer.input(images, "images");
+  const Tensor y = tracer.input(labels, "labels");
+  const auto [logits, loss] = forward(x, y);
+  step->logits = tracer.value_of(logits);
+  step->loss = tracer.value_of(loss);
+  tracer.add_output(logits);
+  tracer.add_output(loss);
+  tracer.finish();
+  return step;
+}
+
 std::unique_ptr<LogicalStep> plan_step(
     const ops::TensorMeta& images, const ops::TensorMeta& labels,
     const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
@@ -130,23 +148,12 @@ std::unique_ptr<LogicalStep> plan_step(
     if (ranks > 1 && !fresh.empty()) broadcast_from_rank0(fresh);
   }
 
-  auto step = std::make_unique<LogicalStep>();
-  std::vector<Tensor> all;
-  for (const auto& list : {params, optimizer_state}) {
-    for (const auto& nt : list) all.push_back(nt.second);
-  }
+  std::vector<nn::NamedTensor> all = params;
+  all.insert(all.end(), optimizer_state.begin(), optimizer_state.end());
+  std::unique_ptr<LogicalStep> step;
   {
     WholeShapes whole(all);
-    graph::Tracer tracer(step->graph);
-    tracer.bind_state(params);
-    const Tensor x = tracer.input(images, "images");
-    const Tensor y = tracer.input(labels, "labels");
-    const auto [logits, loss] = forward(x, y);
-    step->logits = tracer.value_of(logits);
-    step->loss = tracer.value_of(loss);
-    tracer.add_output(logits);
-    tracer.add_output(loss);
-    tracer.finish();
+    step = trace_logical_step(images, labels, forward, params);
   }
 
   std::map<graph::ValueId, TensorLayout> fixed;
@@ -162,6 +169,7 @@ std::unique_ptr<LogicalStep> plan_step(
     AutoParallelOptions options;
     options.search = parse_search_mode(context.search_mode);
     options.memory_limit_bytes = context.memory_limit_mb * double(1 << 20);
+    options.gradient_bucket_bytes = context.bucket_cap_mb * double(1 << 20);
     options.optimizer_states =
         optimizer_params.empty() ? 0 : int(optimizer_state.size() / optimizer_params.size());
     options.machine = machine;
@@ -252,16 +260,28 @@ Tensor backward_seed(const Tensor& loss) {
 std::vector<Tensor> reduce_replicated_gradients(const std::vector<Tensor>& grads,
                                                 const std::vector<Tensor>& params) {
   const int64_t ranks = semi_auto_ranks();
-  std::vector<Tensor> out;
+  std::vector<Tensor> out(grads.size());
+  // Gradients every rank holds alike go in data parallelism's buckets (one all-reduce per bucket,
+  // started as the backward makes its last gradient); those of smaller groups one by one.
+  std::vector<size_t> whole_job;
+  std::vector<Tensor> whole_job_grads;
   for (size_t i = 0; i < grads.size(); ++i) {
     const TensorLayout* l = sharded_layout(params[i]);
     const TensorLayout layout = l ? *l : TensorLayout::replicated(params[i].shape(), ranks);
     const std::vector<int64_t> group = same_block_group(layout, comm::rank());
-    out.push_back(
-        group.size() > 1
-            ? ops::all_reduce(grads[i], ops::CollectiveReduction::sum,
-                              int64_t(group.size()) == ranks ? std::vector<int64_t>{} : group)
-            : grads[i]);
+    if (group.size() <= 1) {
+      out[i] = grads[i];
+    } else if (int64_t(group.size()) == ranks && grads[i].dtype() == DType::f32) {
+      whole_job.push_back(i);
+      whole_job_grads.push_back(grads[i]);
+    } else {
+      out[i] = ops::all_reduce(grads[i], ops::CollectiveReduction::sum,
+                               int64_t(group.size()) == ranks ? std::vector<int64_t>{} : group);
+    }
+  }
+  if (!whole_job_grads.empty()) {
+    const std::vector<Tensor> reduced = trace_gradient_all_reduce(whole_job_grads, 1.0);
+    for (size_t k = 0; k < whole_job.size(); ++k) out[whole_job[k]] = reduced[k];
   }
   return out;
 }

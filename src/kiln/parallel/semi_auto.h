@@ -51,6 +51,13 @@ struct LogicalStep {
   std::string auto_text;  // AUTO_PARALLEL: AutoPlan::str (empty otherwise)
 };
 
+// Step 1 alone: the logical graph of `forward` (network and loss) on whole-shape inputs, with
+// `params` bound as state, and no plan (kiln plan plans it for any number of devices).
+std::unique_ptr<LogicalStep> trace_logical_step(
+    const ops::TensorMeta& images, const ops::TensorMeta& labels,
+    const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
+    const std::vector<nn::NamedTensor>& params);
+
 // Steps 1 and 2 above. `forward` traces the network and the loss on symbolic whole-batch inputs
 // and returns {logits, loss}. `params` are the network's parameters and buffers (by name);
 // `optimizer_state` the optimizer's (`<name>.<i>` belongs to optimizer parameter i, as in
