@@ -70,10 +70,10 @@ ParallelMode parse_parallel_mode(const std::string& name) {
   if (name == "stand_alone") return ParallelMode::STAND_ALONE;
   if (name == "data_parallel" || name == "data") return ParallelMode::DATA_PARALLEL;
   if (name == "semi_auto_parallel") return ParallelMode::SEMI_AUTO_PARALLEL;
-  if (name == "auto_parallel") return ParallelMode::AUTO_PARALLEL;
+  if (name == "auto_parallel" || name == "auto") return ParallelMode::AUTO_PARALLEL;
   throw Error("parallel mode '" + name +
               "' is not one of stand_alone, data_parallel (or data), semi_auto_parallel, "
-              "auto_parallel");
+              "auto_parallel (or auto)");
 }
 
 }  // namespace kiln

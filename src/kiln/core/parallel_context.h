@@ -39,7 +39,7 @@ const AutoParallelContext& get_auto_parallel_context();
 void reset_auto_parallel_context();
 
 // "stand_alone", "data_parallel", ... (MindSpore's strings); parse accepts "data" for
-// "data_parallel" too and throws an Error listing the choices.
+// "data_parallel" and "auto" for "auto_parallel" too and throws an Error listing the choices.
 std::string parallel_mode_name(ParallelMode mode);
 ParallelMode parse_parallel_mode(const std::string& name);
 
