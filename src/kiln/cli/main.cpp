@@ -5,6 +5,7 @@
 #include <iostream>
 #include <new>
 
+#include "kiln/cli/bench_comm_command.h"
 #include "kiln/cli/data_command.h"
 #include "kiln/cli/eval_command.h"
 #include "kiln/cli/info_command.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     add_predict_command(app);
     add_report_command(app);
     add_plan_command(app);
+    add_bench_command(app);
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();
