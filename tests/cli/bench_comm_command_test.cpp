@@ -15,8 +15,7 @@ namespace {
 using testing::run_kiln;
 
 TEST(BenchCommCommand, MeasuresSavesAndThePlannerUsesIt) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / "kiln_bench_comm_test";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_bench_comm_test";
   std::filesystem::remove_all(dir);
   const std::string env = "KILN_CACHE_DIR=" + dir.string() + " ";
   const auto r = run_kiln("bench comm --repeats 2 --largest-mb 1", env);
@@ -45,8 +44,8 @@ TEST(BenchCommCommand, MeasuresSavesAndThePlannerUsesIt) {
 }
 
 TEST(BenchCommCommand, BadFlagsAreClearErrors) {
-  for (const char* args : {"bench comm -n 1", "bench comm --repeats 0", "bench comm --largest-mb 0",
-                           "bench"}) {
+  for (const char* args :
+       {"bench comm -n 1", "bench comm --repeats 0", "bench comm --largest-mb 0", "bench"}) {
     const auto r = run_kiln(args);
     ASSERT_TRUE(r.exited) << args;
     EXPECT_EQ(r.status, 2) << args << "\n" << r.output;

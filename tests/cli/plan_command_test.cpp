@@ -69,14 +69,14 @@ TEST(PlanCommand, BadFlagsAndLimitsNothingFitsAreClearErrors) {
     const char* args;
     const char* says;
   };
-  for (const Case& c : {Case{"plan --model mlp --devices 0", "--devices"},
-                        Case{"plan --model mlp --devices 2048", "--devices"},
-                        Case{"plan --model mlp --devices 2 --search annealing", "--search"},
-                        Case{"plan --model nope --devices 2", "--model"},
-                        Case{"plan --model mlp --devices 2 --memory-limit-mb -3",
-                             "--memory-limit-mb"},
-                        Case{"plan --model mlp --devices 4 --memory-limit-mb 0.01",
-                             "no plan for 4 devices fits the memory limit of 0.01 MiB"}}) {
+  for (const Case& c :
+       {Case{"plan --model mlp --devices 0", "--devices"},
+        Case{"plan --model mlp --devices 2048", "--devices"},
+        Case{"plan --model mlp --devices 2 --search annealing", "--search"},
+        Case{"plan --model nope --devices 2", "--model"},
+        Case{"plan --model mlp --devices 2 --memory-limit-mb -3", "--memory-limit-mb"},
+        Case{"plan --model mlp --devices 4 --memory-limit-mb 0.01",
+             "no plan for 4 devices fits the memory limit of 0.01 MiB"}}) {
     const auto r = run_kiln(c.args);
     ASSERT_TRUE(r.exited) << c.args;
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;

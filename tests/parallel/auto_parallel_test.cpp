@@ -120,8 +120,7 @@ TEST(AutoParallel, ATightMemoryLimitSplitsTheWeights) {
   const std::string text = tight.str(mlp.g);
   EXPECT_NE(text.find("memory limit per rank"), std::string::npos) << text;
   EXPECT_NE(text.find("it binds"), std::string::npos) << text;
-  EXPECT_NE(text.find("data parallelism does not fit the memory limit"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("data parallelism does not fit the memory limit"), std::string::npos) << text;
 }
 
 // Weights of [1024, 1024]: even without a limit the search keeps the batch split but shards
@@ -157,8 +156,8 @@ TEST(AutoParallel, ALimitNoPlanFitsIsAClearError) {
 
 TEST(AutoParallel, EverySearchModeGivesAPlanTheCostModelPrices) {
   Mlp mlp(8, {16, 4096, 4});
-  for (const char* mode : {"dynamic_programming", "recursive_programming",
-                           "sharding_propagation"}) {
+  for (const char* mode :
+       {"dynamic_programming", "recursive_programming", "sharding_propagation"}) {
     AutoParallelOptions o = fixed_options();
     o.search = parse_search_mode(mode);
     const AutoPlan plan = plan_auto_parallel(mlp.g, mlp.loss, 2, o);

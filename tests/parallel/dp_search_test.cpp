@@ -89,9 +89,9 @@ TEST(DpSearch, TreesFoldLeavesIntoTheirNeighbours) {
 TEST(DpSearch, ResidualBlocksAndAttentionBranchesAreSeriesParallel) {
   // x(0) -> ln(1) -> q(2), k(3), v(4); q,k -> scores(5) -> softmax(6); softmax,v -> attend(7)
   // -> proj(8) -> add(9) <- x; parameters 10 and 11 read by 2 and 8; two edges 0 -> 9.
-  std::vector<std::pair<int, int>> edges = {{0, 1}, {1, 2},  {1, 3}, {1, 4}, {2, 5},
-                                            {3, 5}, {5, 6},  {6, 7}, {4, 7}, {7, 8},
-                                            {8, 9}, {0, 9},  {10, 2}, {11, 8}, {0, 9}};
+  std::vector<std::pair<int, int>> edges = {{0, 1}, {1, 2}, {1, 3},  {1, 4},  {2, 5},
+                                            {3, 5}, {5, 6}, {6, 7},  {4, 7},  {7, 8},
+                                            {8, 9}, {0, 9}, {10, 2}, {11, 8}, {0, 9}};
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const CostGraph g = random_graph(12, edges, 3, 200 + seed);
     expect_optimal(g, "attention seed " + std::to_string(seed));

@@ -1,13 +1,9 @@
 #include "kiln/cli/bench_comm_command.h"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <memory>
@@ -41,7 +37,8 @@ double median_seconds(int repeats, F&& f) {
     comm::barrier();
     const auto start = std::chrono::steady_clock::now();
     f();
-    float s = float(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    float s =
+        float(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     comm::all_reduce(&s, 1, DType::f32, comm::ReduceOp::max);
     t.push_back(double(s));
   }
@@ -68,9 +65,8 @@ void run_on_ranks(const BenchCommOptions& o) {
         median_seconds(o.repeats, [&] { comm::all_reduce(buffer.data(), count, DType::f32); });
     // all_gather: each rank sends bytes / n and ends with `bytes`.
     const int64_t share = count / n;
-    const double gather = median_seconds(o.repeats, [&] {
-      comm::all_gather(buffer.data(), gathered.data(), share, DType::f32);
-    });
+    const double gather = median_seconds(
+        o.repeats, [&] { comm::all_gather(buffer.data(), gathered.data(), share, DType::f32); });
     timings.push_back({parallel::CollectiveTiming::Kind::all_reduce, double(bytes), n, reduce});
     timings.push_back(
         {parallel::CollectiveTiming::Kind::all_gather, double(share * n * 4), n, gather});
@@ -97,8 +93,8 @@ void run_on_ranks(const BenchCommOptions& o) {
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  const std::string description = std::to_string(n) + " ranks over " +
-                                  (o.tcp ? "TCP" : "shared memory") + ", " + date;
+  const std::string description =
+      std::to_string(n) + " ranks over " + (o.tcp ? "TCP" : "shared memory") + ", " + date;
   train::save_comm_model(model, description);
   std::printf("saved to %s (kiln plan and kiln train --parallel-mode auto plan with it)\n",
               train::comm_model_path().c_str());
@@ -127,23 +123,12 @@ void add_bench_command(CLI::App& app) {
     }
     // Run this same command as an N-rank job.
     LaunchOptions launch{.ranks = o->ranks, .tcp = o->tcp, .threads_per_rank = 1};
-    launch.command = {"bench", "comm", "--repeats", std::to_string(o->repeats), "--largest-mb",
-                      std::to_string(o->largest_mb)};
+    launch.command = {"bench",        "comm",
+                      "--repeats",    std::to_string(o->repeats),
+                      "--largest-mb", std::to_string(o->largest_mb)};
     if (o->tcp) launch.command.push_back("--tcp");
     if (!o->save) launch.command.push_back("--no-save");
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) throw Error("kiln bench comm: cannot find the kiln binary (/proc/self/exe)");
-    self[len] = 0;
-    LaunchPlan plan = plan_launch(launch, self);
-    std::cout << plan.str() << std::endl;
-    for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv;
-    for (std::string& a : plan.argv) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    throw Error("kiln bench comm: cannot run " + plan.argv[0] + ": " + std::strerror(errno) +
-                " (install openmpi-bin)");
+    exec_launch(plan_launch(launch, this_kiln_binary()), "kiln bench comm");
   });
 }
 

@@ -65,13 +65,13 @@ void run_plan(const PlanConfig& c) {
   }
   const std::shared_ptr<nn::Cell> net = models::create(c.model, mc);
   const ops::TensorMeta images =
-      language ? ops::TensorMeta{Shape({c.batch_size, c.context}), DType::i32}
-               : ops::TensorMeta{Shape({c.batch_size, mc.in_channels, mc.image_height,
-                                        mc.image_width}),
-                                 DType::f32};
-  const ops::TensorMeta labels =
-      language ? ops::TensorMeta{Shape({c.batch_size, c.context}), DType::i32}
-               : ops::TensorMeta{Shape({c.batch_size}), DType::i32};
+      language
+          ? ops::TensorMeta{Shape({c.batch_size, c.context}), DType::i32}
+          : ops::TensorMeta{Shape({c.batch_size, mc.in_channels, mc.image_height, mc.image_width}),
+                            DType::f32};
+  const ops::TensorMeta labels = language
+                                     ? ops::TensorMeta{Shape({c.batch_size, c.context}), DType::i32}
+                                     : ops::TensorMeta{Shape({c.batch_size}), DType::i32};
   nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
   const auto step = parallel::trace_logical_step(
       images, labels,
@@ -143,8 +143,9 @@ void run_plan(const PlanConfig& c) {
 
 void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "plan", "AUTO_PARALLEL's plan of a model's training step for N devices, with no ranks "
-              "running: each op's strategy, the predicted step and memory per rank");
+      "plan",
+      "AUTO_PARALLEL's plan of a model's training step for N devices, with no ranks "
+      "running: each op's strategy, the predicted step and memory per rank");
   auto c = std::make_shared<PlanConfig>();
   cmd->add_option("--model", c->model, "A zoo model (kiln train --model)")
       ->check(CLI::IsMember(models::model_names()));
@@ -157,17 +158,15 @@ void add_plan_command(CLI::App& app) {
                   "(MiB; 0: no limit)")
       ->check(finite_in(0, 1e9, true));
   cmd->add_option("--search", c->search, "How strategies are chosen")
-      ->check(CLI::IsMember(
-          {"dynamic_programming", "recursive_programming", "sharding_propagation"}));
+      ->check(
+          CLI::IsMember({"dynamic_programming", "recursive_programming", "sharding_propagation"}));
   cmd->add_option("--optimizer", c->optimizer, "Sets the optimizer state per parameter")
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
   cmd->add_option("--image-size", c->image_size, "The input's HxW (default 28x28)");
-  cmd->add_option("--channels", c->channels, "The input's channels")
-      ->check(integer_in(1, 4096));
+  cmd->add_option("--channels", c->channels, "The input's channels")->check(integer_in(1, 4096));
   cmd->add_option("--classes", c->classes, "Classes (gpt: the vocabulary, default 256)")
       ->check(integer_in(1, int64_t(1) << 24));
-  cmd->add_option("--context", c->context, "gpt: tokens per window")
-      ->check(integer_in(1, 1 << 16));
+  cmd->add_option("--context", c->context, "gpt: tokens per window")->check(integer_in(1, 1 << 16));
   cmd->add_flag("--redistributions", c->redistributions,
                 "Also print the collectives rank 0 inserts before each op");
   cmd->add_flag("--json", c->json, "Print the plan as one JSON object");

@@ -239,8 +239,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     out << "auto parallel: " << job.ranks << " ranks, " << num_threads()
         << " kernel thread(s) each; every rank reads the whole batch of " << c.batch_size
         << " and runs its part of each op as the " << c.search_mode << " search plans it"
-        << (c.memory_limit_mb > 0 ? " within " + std::to_string(c.memory_limit_mb) +
-                                        " MiB per rank"
+        << (c.memory_limit_mb > 0 ? " within " + std::to_string(c.memory_limit_mb) + " MiB per rank"
                                   : std::string())
         << " (the plan is printed when the step compiles)\n";
   }
@@ -496,8 +495,8 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--search-mode", c->search_mode,
                   "auto_parallel: dynamic_programming (default) | recursive_programming | "
                   "sharding_propagation")
-      ->check(CLI::IsMember(
-          {"dynamic_programming", "recursive_programming", "sharding_propagation"}));
+      ->check(
+          CLI::IsMember({"dynamic_programming", "recursive_programming", "sharding_propagation"}));
   cmd->add_option("--memory-limit-mb", c->memory_limit_mb,
                   "auto_parallel: memory per rank for parameters, gradients, optimizer state and "
                   "activations (MiB; 0, the default: no limit)")

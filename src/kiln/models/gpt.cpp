@@ -111,8 +111,8 @@ Gpt::Gpt(const GptConfig& config) : Cell("Gpt"), config_(config) {
 
 GptBlock& Gpt::block(int64_t i) {
   if (i < 0 || i >= config_.num_layers) {
-    throw Error(detail::concat("Gpt::block(", i, "): the model has ", config_.num_layers,
-                               " blocks"));
+    throw Error(
+        detail::concat("Gpt::block(", i, "): the model has ", config_.num_layers, " blocks"));
   }
   return static_cast<GptBlock&>(*(*blocks_)[size_t(i)]);
 }

@@ -202,7 +202,8 @@ AutoPlan plan_auto_parallel(const Graph& g, ValueId loss, int64_t devices,
 std::string AutoPlan::str(const Graph& g) const {
   std::ostringstream s;
   s << "AUTO_PARALLEL plan for " << devices << " devices (search " << search_mode_name(search);
-  if (search == SearchMode::dynamic_programming) s << (exact ? ", optimal" : ", not proven optimal");
+  if (search == SearchMode::dynamic_programming)
+    s << (exact ? ", optimal" : ", not proven optimal");
   s << "; " << candidates << " strategies weighed in " << search_seconds * 1e3 << " ms)\n";
   if (search != SearchMode::sharding_propagation) {
     s << "  eliminations: " << statistics.merge << " merge, " << statistics.contract
@@ -241,8 +242,7 @@ std::string AutoPlan::str(const Graph& g) const {
     s << line;
   };
   row("compute", predicted.compute_s * 1e3, data_parallel.compute_s * 1e3, "ms");
-  row("communication", predicted.communication_s * 1e3, data_parallel.communication_s * 1e3,
-      "ms");
+  row("communication", predicted.communication_s * 1e3, data_parallel.communication_s * 1e3, "ms");
   row("step", predicted.seconds() * 1e3, data_parallel.seconds() * 1e3, "ms");
   row("parameters, grads, state", mib(predicted.parameter_bytes),
       mib(data_parallel.parameter_bytes), "MiB");

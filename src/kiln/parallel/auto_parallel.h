@@ -33,7 +33,11 @@
 
 namespace kiln::parallel {
 
-enum class SearchMode : uint8_t { dynamic_programming, recursive_programming, sharding_propagation };
+enum class SearchMode : uint8_t {
+  dynamic_programming,
+  recursive_programming,
+  sharding_propagation
+};
 std::string search_mode_name(SearchMode mode);
 // Throws kiln::Error naming the value and the choices.
 SearchMode parse_search_mode(const std::string& name);
@@ -70,9 +74,9 @@ struct AutoPlan {
   std::map<graph::ValueId, TensorLayout> parameters;  // every state value an op reads
   StepPrediction predicted, data_parallel;
   double memory_limit_bytes = 0;
-  bool fits = true;    // predicted memory within the limit
-  bool exact = true;   // the search proved its plan optimal for the cost model
-  double lambda = 0;   // seconds per byte the memory limit cost (0: the limit did not bind)
+  bool fits = true;   // predicted memory within the limit
+  bool exact = true;  // the search proved its plan optimal for the cost model
+  double lambda = 0;  // seconds per byte the memory limit cost (0: the limit did not bind)
   SearchStatistics statistics;
   double search_seconds = 0;
   int64_t candidates = 0;  // strategies weighed, over every op and parameter

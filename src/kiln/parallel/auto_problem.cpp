@@ -96,8 +96,8 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
     }
     std::vector<double> cost(e.strategies.size());
     for (size_t s = 0; s < cost.size(); ++s) cost[s] = e.compute_s[s] + e.communication_s[s];
-    e.node = time_graph.add_node(cost, std::string(ops::op_name(n.op)) + " %" +
-                                           std::to_string(n.outputs.at(0)));
+    e.node = time_graph.add_node(
+        cost, std::string(ops::op_name(n.op)) + " %" + std::to_string(n.outputs.at(0)));
     node_bytes.push_back(bytes);
     node_compute_.push_back(e.compute_s);
     entry_of[id] = int(ops_.size());
@@ -193,10 +193,9 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
       std::vector<double> cost(from_keys->size() * nc);
       for (size_t a = 0; a < from_keys->size(); ++a) {
         for (size_t b = 0; b < nc; ++b) {
-          cost[a * nc + b] =
-              kStepCommunicationFactor * redistribution_seconds((*from_keys)[a],
-                                                                consumer.input_keys[b][i],
-                                                                value.meta.dtype, machine.comm);
+          cost[a * nc + b] = kStepCommunicationFactor *
+                             redistribution_seconds((*from_keys)[a], consumer.input_keys[b][i],
+                                                    value.meta.dtype, machine.comm);
         }
       }
       time_graph.add_edge(from_node, consumer.node, std::move(cost));
@@ -219,8 +218,8 @@ StepPrediction AutoProblem::evaluate(const std::vector<int>& choice) const {
     (is_compute_node(int(v)) ? p.activation_bytes : p.parameter_bytes) += node_bytes[v][s];
   }
   for (const CostGraph::Edge& e : time_graph.edges) {
-    p.communication_s +=
-        e.cost[size_t(choice[size_t(e.a)]) * time_graph.strategies(e.b) + size_t(choice[size_t(e.b)])];
+    p.communication_s += e.cost[size_t(choice[size_t(e.a)]) * time_graph.strategies(e.b) +
+                                size_t(choice[size_t(e.b)])];
   }
   return p;
 }
@@ -336,7 +335,8 @@ void AutoProblem::describe(const std::vector<int>& choice, AutoPlan& plan) const
     const ops::OpDef& def = ops::op_def(n.op);
     if (ops::is_replicated(c.strategy)) {
       c.what = "runs whole on every rank";
-      if (!def.shard && def.no_shard_reason) c.what += std::string(" (") + def.no_shard_reason + ")";
+      if (!def.shard && def.no_shard_reason)
+        c.what += std::string(" (") + def.no_shard_reason + ")";
     } else {
       const int dp = data_parallel_strategy(op);
       bool model_parallel = false;

@@ -86,8 +86,8 @@ class AutoProblem {
   AutoParallelOptions options_;
   std::vector<OpEntry> ops_;
   std::vector<ParameterEntry> parameters_;
-  std::vector<EdgeSource> edges_;  // parallel to time_graph.edges
-  std::vector<std::vector<int>> incident_;  // edges per cost node
+  std::vector<EdgeSource> edges_;                  // parallel to time_graph.edges
+  std::vector<std::vector<int>> incident_;         // edges per cost node
   std::vector<std::vector<double>> node_compute_;  // [cost node][strategy]
 };
 

@@ -41,9 +41,9 @@ struct Work {
   // The live edges at v (and drops the dead ones from its list).
   const std::vector<int>& live_edges(int v) {
     auto& list = incident[size_t(v)];
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [&](int e) { return !edges[size_t(e)].alive; }),
-               list.end());
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [&](int e) { return !edges[size_t(e)].alive; }),
+        list.end());
     return list;
   }
   int other(const Edge& e, int v) const { return e.a == v ? e.b : e.a; }
@@ -62,8 +62,8 @@ struct Work {
     for (int id : live_edges(a)) {
       Edge& e = edges[size_t(id)];
       if (other(e, a) != b) continue;
-      const std::vector<double> add = e.a == a ? cost : Work::transpose(cost, count[size_t(a)],
-                                                                        count[size_t(b)]);
+      const std::vector<double> add =
+          e.a == a ? cost : Work::transpose(cost, count[size_t(a)], count[size_t(b)]);
       for (size_t i = 0; i < e.cost.size(); ++i) e.cost[i] += add[i];
       if (stats) ++stats->edge;
       return true;
@@ -269,8 +269,7 @@ SearchResult search_dynamic_programming(const CostGraph& graph) {
       result.choice[size_t(r->v)] = r->best[size_t(su)];
     } else {
       const int sw = result.choice[size_t(r->w)];
-      result.choice[size_t(r->v)] =
-          r->best[size_t(su) * graph.strategies(r->w) + size_t(sw)];
+      result.choice[size_t(r->v)] = r->best[size_t(su) * graph.strategies(r->w) + size_t(sw)];
     }
   }
   result.cost = graph.total(result.choice);
@@ -315,8 +314,8 @@ SearchResult search_exhaustive(const CostGraph& graph, double limit) {
   double combinations = 1;
   for (size_t v = 0; v < graph.nodes.size(); ++v) combinations *= double(graph.strategies(int(v)));
   if (combinations > limit) {
-    throw Error(detail::concat("exhaustive search: ", combinations, " combinations exceed ",
-                               limit));
+    throw Error(
+        detail::concat("exhaustive search: ", combinations, " combinations exceed ", limit));
   }
   SearchResult best;
   best.cost = kInfinite;

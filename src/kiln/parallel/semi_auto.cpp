@@ -104,8 +104,7 @@ int64_t semi_auto_ranks() {
   const int device_num = get_auto_parallel_context().device_num;
   if (device_num > 0 && device_num != ranks) {
     throw Error(detail::concat(auto_parallel_active() ? "AUTO_PARALLEL" : "SEMI_AUTO_PARALLEL",
-                               ": device_num is ", device_num,
-                               " but the job has ", ranks,
+                               ": device_num is ", device_num, " but the job has ", ranks,
                                " ranks; set device_num to the job's size (or 0)"));
   }
   return ranks;
@@ -180,6 +179,7 @@ std::unique_ptr<LogicalStep> plan_step(
     }
     for (const auto& [v, layout] : plan.parameters) held.emplace(v, layout);
     step->auto_text = plan.str(step->graph);
+    step->predicted = plan.predicted;
   }
   step->plan = plan_sharding(step->graph, ranks, held, machine.comm, searched);
 

@@ -23,12 +23,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/graph/tracer.h"
 #include "kiln/nn/cell.h"
+#include "kiln/parallel/auto_parallel.h"
 #include "kiln/parallel/machine_model.h"
 #include "kiln/parallel/sharding_plan.h"
 
@@ -47,8 +49,9 @@ struct LogicalStep {
   graph::Graph graph;
   ShardingPlan plan;
   graph::ValueId logits = graph::kNoValue, loss = graph::kNoValue;
-  std::string plan_text;  // ShardingPlan::str for this rank
-  std::string auto_text;  // AUTO_PARALLEL: AutoPlan::str (empty otherwise)
+  std::string plan_text;                    // ShardingPlan::str for this rank
+  std::string auto_text;                    // AUTO_PARALLEL: AutoPlan::str (empty otherwise)
+  std::optional<StepPrediction> predicted;  // AUTO_PARALLEL: the plan's step per rank
 };
 
 // Step 1 alone: the logical graph of `forward` (network and loss) on whole-shape inputs, with

@@ -63,8 +63,7 @@ std::string node_ref(const Graph& g, NodeId id) {
 }  // namespace
 
 ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
-                           const std::map<ValueId, TensorLayout>& fixed,
-                           const CommCostModel& model,
+                           const std::map<ValueId, TensorLayout>& fixed, const CommCostModel& model,
                            const std::map<NodeId, std::string>& searched) {
   ShardingPlan plan;
   plan.ranks = ranks;

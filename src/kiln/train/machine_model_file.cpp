@@ -88,8 +88,8 @@ parallel::MachineModel planning_machine_model() {
   }
   if (comm::size() > 1) {
     // Every rank plans with rank 0's figures, sent as the bits of their doubles.
-    double figures[5] = {model.flops_per_s, model.bytes_per_s, model.launch_s,
-                         model.comm.alpha_s, model.comm.beta_s_per_byte};
+    double figures[5] = {model.flops_per_s, model.bytes_per_s, model.launch_s, model.comm.alpha_s,
+                         model.comm.beta_s_per_byte};
     int64_t bits[5];
     std::memcpy(bits, figures, sizeof figures);
     comm::broadcast(bits, 5, DType::i64, 0);

@@ -25,8 +25,8 @@ struct TrainedRun {
   std::string plan;
 };
 
-inline void expect_close(const std::vector<nn::NamedTensor>& got, const std::vector<nn::NamedTensor>& want,
-                  const std::string& what) {
+inline void expect_close(const std::vector<nn::NamedTensor>& got,
+                         const std::vector<nn::NamedTensor>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(got[i].first, want[i].first) << what;

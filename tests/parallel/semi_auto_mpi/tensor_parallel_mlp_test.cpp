@@ -52,7 +52,6 @@ std::pair<Tensor, Tensor> batch(int step) {
   return {x, Tensor::from_vector(y, Shape{kBatch})};
 }
 
-
 using SetStrategies = std::function<void(Mlp&)>;
 
 // With `strategies`: SEMI_AUTO_PARALLEL with them, or with `search`: AUTO_PARALLEL with that
@@ -142,8 +141,11 @@ TEST(TensorParallelMlp, AutoParallelRecursiveProgrammingEqualsSingleProcess) {
 
 TEST(TensorParallelMlp, AutoParallelShardingPropagationFromTheUsersStrategyEqualsSingleProcess) {
   const int64_t n = comm::size();
-  const TrainedRun got = train([n](Mlp& m) { m.fc1->matmul().shard({{1, 1}, {n, 1}}); },
-                            "sharding_propagation");
+  const TrainedRun got = train(
+      [n](Mlp& m) {
+        m.fc1->matmul().shard({{1, 1}, {n, 1}});
+      },
+      "sharding_propagation");
   expect_same_training(got, single_process());
   EXPECT_NE(got.plan.find("parameter fc1.weight [4096, 8]: split [" + std::to_string(n)),
             std::string::npos)
