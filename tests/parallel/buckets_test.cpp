@@ -2,6 +2,8 @@
 // context. The job-wide behaviour is tested under mpirun (tests/parallel/mpi/).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kiln/core/error.h"
 #include "kiln/core/parallel_context.h"
 #include "kiln/parallel/data_parallel.h"
@@ -66,7 +68,11 @@ TEST(AutoParallelContext, ValidatesItsFields) {
   EXPECT_THROW(set_auto_parallel_context({.device_num = -1}), Error);
   EXPECT_THROW(set_auto_parallel_context({.device_num = 2, .global_rank = 2}), Error);
   EXPECT_THROW(set_auto_parallel_context({.bucket_cap_mb = 0}), Error);
-  EXPECT_THROW(set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL}), Error);
+  EXPECT_THROW(set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
+                                          .search_mode = "simulated_annealing"}),
+               Error);
+  EXPECT_THROW(set_auto_parallel_context({.memory_limit_mb = -1}), Error);
+  EXPECT_THROW(set_auto_parallel_context({.memory_limit_mb = std::nan("")}), Error);
   set_auto_parallel_context({.parallel_mode = ParallelMode::DATA_PARALLEL, .gradients_mean = true});
   EXPECT_EQ(get_auto_parallel_context().parallel_mode, ParallelMode::DATA_PARALLEL);
   // A job of one rank is not data parallel: nothing to reduce.

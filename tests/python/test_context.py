@@ -40,9 +40,17 @@ def test_auto_parallel_context_data_parallel():  # guide §4.2, as far as the en
     assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"
 
 
-@pytest.mark.parametrize("mode", [context.ParallelMode.AUTO_PARALLEL])
-def test_auto_parallel_modes_are_refused_with_the_reason(mode):
-    with pytest.raises(RuntimeError, match="stand_alone, data_parallel and semi_auto_parallel"):
-        context.set_auto_parallel_context(parallel_mode=mode, search_mode="dynamic_programming",
-                                          gradients_mean=True, device_num=1)
+def test_auto_parallel_context_takes_the_search_and_its_memory_limit():  # guide §4.2
+    context.set_auto_parallel_context(parallel_mode=context.ParallelMode.AUTO_PARALLEL,
+                                      search_mode="dynamic_programming", gradients_mean=True,
+                                      device_num=1, memory_limit_mb=512)
+    assert context.get_auto_parallel_context("parallel_mode") == "auto_parallel"
+    assert context.get_auto_parallel_context("search_mode") == "dynamic_programming"
+    assert context.get_auto_parallel_context("memory_limit_mb") == 512
+    with pytest.raises(RuntimeError, match="search_mode 'annealing' is not one of"):
+        context.set_auto_parallel_context(search_mode="annealing")
+    with pytest.raises(RuntimeError, match="memory_limit_mb must be >= 0"):
+        context.set_auto_parallel_context(memory_limit_mb=-1)
+    assert context.get_auto_parallel_context("search_mode") == "dynamic_programming"
+    context.reset_auto_parallel_context()
     assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"

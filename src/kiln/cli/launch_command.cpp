@@ -22,14 +22,25 @@ std::string quoted(const std::string& s) {
   return q + "'";
 }
 
-std::string this_binary() {
+}  // namespace
+
+std::string this_kiln_binary() {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error("kiln launch: cannot find the kiln binary (/proc/self/exe): " + ec.message());
+  if (ec) throw Error("kiln: cannot find the kiln binary (/proc/self/exe): " + ec.message());
   return p.string();
 }
 
-}  // namespace
+void exec_launch(LaunchPlan plan, const std::string& who) {
+  std::cout << plan.str() << std::endl;
+  for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> argv;
+  for (std::string& a : plan.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  throw Error(who + ": cannot run " + plan.argv[0] + ": " + std::strerror(errno) +
+              " (install openmpi-bin, or pass --mpirun PATH)");
+}
 
 std::string LaunchPlan::str() const {
   std::string s;
@@ -105,16 +116,12 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("command", o->command, "The kiln command to run on every rank, after --")
       ->expected(-1);
   cmd->callback([o, dry_run] {
-    LaunchPlan plan = plan_launch(*o, this_binary());
-    std::cout << plan.str() << std::endl;
-    if (*dry_run) return;
-    for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv;
-    for (std::string& a : plan.argv) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    throw Error("kiln launch: cannot run " + plan.argv[0] + ": " + std::strerror(errno) +
-                " (install openmpi-bin, or pass --mpirun PATH)");
+    LaunchPlan plan = plan_launch(*o, this_kiln_binary());
+    if (*dry_run) {
+      std::cout << plan.str() << std::endl;
+      return;
+    }
+    exec_launch(std::move(plan), "kiln launch");
   });
 }
 

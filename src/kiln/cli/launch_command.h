@@ -29,6 +29,11 @@ struct LaunchPlan {
   std::string str() const;  // the shell line, environment first
 };
 LaunchPlan plan_launch(const LaunchOptions& options, const std::string& kiln_binary);
+// Prints the plan's mpirun line and replaces this process by it; `who` ("kiln launch") names the
+// command in the error thrown when mpirun cannot be run.
+[[noreturn]] void exec_launch(LaunchPlan plan, const std::string& who);
+// This process's own executable (for running itself under mpirun).
+std::string this_kiln_binary();
 
 void add_launch_command(CLI::App& app);
 

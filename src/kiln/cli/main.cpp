@@ -5,10 +5,12 @@
 #include <iostream>
 #include <new>
 
+#include "kiln/cli/bench_comm_command.h"
 #include "kiln/cli/data_command.h"
 #include "kiln/cli/eval_command.h"
 #include "kiln/cli/info_command.h"
 #include "kiln/cli/launch_command.h"
+#include "kiln/cli/plan_command.h"
 #include "kiln/cli/predict_command.h"
 #include "kiln/cli/record_command.h"
 #include "kiln/cli/report_command.h"
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
     add_eval_command(app);
     add_predict_command(app);
     add_report_command(app);
+    add_plan_command(app);
+    add_bench_command(app);
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();

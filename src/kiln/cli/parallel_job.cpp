@@ -20,9 +20,8 @@ int default_threads_per_rank(int local_ranks) {
   return std::max(1, cores / std::max(1, local_ranks));
 }
 
-ParallelJob join_parallel_job(const std::string& parallel_mode, int threads, double bucket_cap_mb,
-                              std::ostream& out) {
-  const ParallelMode mode = parse_parallel_mode(parallel_mode);
+ParallelJob join_parallel_job(const ParallelFlags& flags, std::ostream& out) {
+  const ParallelMode mode = parse_parallel_mode(flags.parallel_mode);
   ParallelJob job;
   if (mode == ParallelMode::STAND_ALONE) {
     if (comm::launched_by_mpirun()) {
@@ -31,24 +30,30 @@ ParallelJob join_parallel_job(const std::string& parallel_mode, int threads, dou
     }
     return job;
   }
-  if (mode != ParallelMode::DATA_PARALLEL) {
-    throw Error("kiln train: --parallel-mode " + parallel_mode +
-                " is not available from the command line (stand_alone or data_parallel); "
-                "semi_auto_parallel takes its strategies from code (nn::Dense::matmul().shard)");
+  if (mode == ParallelMode::SEMI_AUTO_PARALLEL) {
+    throw Error("kiln train: --parallel-mode " + flags.parallel_mode +
+                " is not available from the command line (stand_alone, data_parallel or "
+                "auto_parallel); semi_auto_parallel takes its strategies from code "
+                "(nn::Dense::matmul().shard)");
   }
   comm::init();
   job.rank = comm::rank();
   job.ranks = comm::size();
-  job.data_parallel = job.ranks > 1;
-  set_auto_parallel_context({.parallel_mode = ParallelMode::DATA_PARALLEL,
+  if (flags.threads == 0) set_num_threads(default_threads_per_rank(comm::local_size()));
+  const char* name = mode == ParallelMode::DATA_PARALLEL ? "data parallel" : "auto parallel";
+  if (job.ranks == 1) {
+    out << name << ": a job of one rank (start it with mpirun or kiln launch for more); "
+        << "training as stand_alone\n";
+    return job;
+  }
+  job.data_parallel = mode == ParallelMode::DATA_PARALLEL;
+  job.auto_parallel = mode == ParallelMode::AUTO_PARALLEL;
+  set_auto_parallel_context({.parallel_mode = mode,
                              .gradients_mean = true,
                              .device_num = job.ranks,
-                             .bucket_cap_mb = bucket_cap_mb});
-  if (threads == 0) set_num_threads(default_threads_per_rank(comm::local_size()));
-  if (!job.data_parallel) {
-    out << "data parallel: a job of one rank (start it with mpirun or kiln launch for more); "
-           "training as stand_alone\n";
-  }
+                             .bucket_cap_mb = flags.bucket_cap_mb,
+                             .search_mode = flags.search_mode,
+                             .memory_limit_mb = flags.memory_limit_mb});
   return job;
 }
 

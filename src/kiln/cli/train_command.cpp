@@ -198,7 +198,16 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   auto wall_start = Clock::now();
   validate(c);
   // Data parallel: every rank trains; rank 0 alone prints the monitor lines and the result.
-  const ParallelJob job = join_parallel_job(c.parallel_mode, c.threads, c.bucket_cap_mb, rank0_out);
+  if ((c.parallel_mode == "auto_parallel" || c.parallel_mode == "auto") && c.mode != "graph") {
+    throw Error("kiln train: --parallel-mode " + c.parallel_mode +
+                " splits the compiled step across the ranks: add --mode graph");
+  }
+  const ParallelJob job = join_parallel_job({.parallel_mode = c.parallel_mode,
+                                             .threads = c.threads,
+                                             .bucket_cap_mb = c.bucket_cap_mb,
+                                             .search_mode = c.search_mode,
+                                             .memory_limit_mb = c.memory_limit_mb},
+                                            rank0_out);
   std::ostringstream other_ranks_out;
   std::ostream& out = job.rank == 0 ? rank0_out : other_ranks_out;
   if (c.threads > available_cores()) {
@@ -225,6 +234,14 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
         << ") of the data; batch " << c.batch_size << " per rank, " << c.batch_size * job.ranks
         << " global; gradients averaged over the ranks in buckets of up to " << c.bucket_cap_mb
         << " MiB\n";
+  }
+  if (job.auto_parallel) {
+    out << "auto parallel: " << job.ranks << " ranks, " << num_threads()
+        << " kernel thread(s) each; every rank reads the whole batch of " << c.batch_size
+        << " and runs its part of each op as the " << c.search_mode << " search plans it"
+        << (c.memory_limit_mb > 0 ? " within " + std::to_string(c.memory_limit_mb) + " MiB per rank"
+                                  : std::string())
+        << " (the plan is printed when the step compiles)\n";
   }
   const int64_t steps_per_epoch = train_ds.get_dataset_size();
   if (steps_per_epoch <= 0) {
@@ -349,9 +366,15 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["epochs"] = r.epochs;
     j["steps"] = r.steps;
     j["batch_size"] = c.batch_size;
-    j["parallel_mode"] = job.data_parallel ? "data_parallel" : "stand_alone";
+    j["parallel_mode"] = job.data_parallel   ? "data_parallel"
+                         : job.auto_parallel ? "auto_parallel"
+                                             : "stand_alone";
     j["ranks"] = job.ranks;
-    j["global_batch_size"] = c.batch_size * job.ranks;
+    j["global_batch_size"] = job.data_parallel ? c.batch_size * job.ranks : c.batch_size;
+    if (job.auto_parallel) {
+      j["search_mode"] = c.search_mode;
+      j["memory_limit_mb"] = c.memory_limit_mb;
+    }
     if (job.data_parallel && r.steps > kWarmupSteps) {
       // The all-reduce time per step on the communicator's thread, and the share of it the
       // training thread did not wait for (hidden behind the backward pass).
@@ -465,8 +488,19 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
   cmd->add_option("--parallel-mode", c->parallel_mode,
                   "stand_alone | data_parallel (or data): under mpirun or kiln launch, data "
-                  "parallelism over the job's ranks; --batch-size is per rank")
-      ->check(CLI::IsMember({"stand_alone", "data_parallel", "data"}));
+                  "parallelism over the job's ranks, --batch-size per rank | auto_parallel (or "
+                  "auto; graph mode): every op split as AUTO_PARALLEL's search plans it, "
+                  "--batch-size global")
+      ->check(CLI::IsMember({"stand_alone", "data_parallel", "data", "auto_parallel", "auto"}));
+  cmd->add_option("--search-mode", c->search_mode,
+                  "auto_parallel: dynamic_programming (default) | recursive_programming | "
+                  "sharding_propagation")
+      ->check(
+          CLI::IsMember({"dynamic_programming", "recursive_programming", "sharding_propagation"}));
+  cmd->add_option("--memory-limit-mb", c->memory_limit_mb,
+                  "auto_parallel: memory per rank for parameters, gradients, optimizer state and "
+                  "activations (MiB; 0, the default: no limit)")
+      ->check(finite_in(0, 1e9, /*lo_inclusive=*/true));
   cmd->add_option("--bucket-cap-mb", c->bucket_cap_mb,
                   "Data parallel: gradients are all-reduced in buckets of up to this many MiB "
                   "(default 25)")

@@ -49,8 +49,13 @@ struct TrainConfig {
   bool compile_log = true;    // graph mode: a stderr line per compiled graph
   // stand_alone | data_parallel (or data): under mpirun, DATA_PARALLEL over the job's ranks;
   // --batch-size is then per rank (MindSpore's meaning).
+  // auto_parallel (or auto): AUTO_PARALLEL over the job's ranks in graph mode, each op split as
+  // its search (--search-mode) decides within --memory-limit-mb per rank; --batch-size is the
+  // global batch, which every rank reads whole.
   std::string parallel_mode = "stand_alone";
   double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
+  std::string search_mode = "dynamic_programming";
+  double memory_limit_mb = 0;  // 0: no limit
   // auto | direct | winograd: how 3x3 stride-1 convolutions run (Context::conv_algorithm)
   std::string conv_algorithm = "auto";
   std::string profile;   // profile the training there (trace.json, report.html, ...)

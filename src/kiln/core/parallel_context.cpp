@@ -31,10 +31,15 @@ void set_auto_parallel_context(const AutoParallelContext& c) {
     throw Error(detail::concat("set_auto_parallel_context: first_bucket_cap_mb must be > 0, got ",
                                c.first_bucket_cap_mb));
   }
-  if (c.parallel_mode == ParallelMode::AUTO_PARALLEL) {
-    throw Error("set_auto_parallel_context: parallel_mode " + parallel_mode_name(c.parallel_mode) +
-                " is not available yet; Kiln runs stand_alone, data_parallel and "
-                "semi_auto_parallel");
+  if (c.search_mode != "dynamic_programming" && c.search_mode != "recursive_programming" &&
+      c.search_mode != "sharding_propagation") {
+    throw Error("set_auto_parallel_context: search_mode '" + c.search_mode +
+                "' is not one of dynamic_programming, recursive_programming, "
+                "sharding_propagation");
+  }
+  if (!std::isfinite(c.memory_limit_mb) || c.memory_limit_mb < 0) {
+    throw Error(detail::concat("set_auto_parallel_context: memory_limit_mb must be >= 0, got ",
+                               c.memory_limit_mb));
   }
   current() = c;
 }
@@ -65,10 +70,10 @@ ParallelMode parse_parallel_mode(const std::string& name) {
   if (name == "stand_alone") return ParallelMode::STAND_ALONE;
   if (name == "data_parallel" || name == "data") return ParallelMode::DATA_PARALLEL;
   if (name == "semi_auto_parallel") return ParallelMode::SEMI_AUTO_PARALLEL;
-  if (name == "auto_parallel") return ParallelMode::AUTO_PARALLEL;
+  if (name == "auto_parallel" || name == "auto") return ParallelMode::AUTO_PARALLEL;
   throw Error("parallel mode '" + name +
               "' is not one of stand_alone, data_parallel (or data), semi_auto_parallel, "
-              "auto_parallel");
+              "auto_parallel (or auto)");
 }
 
 }  // namespace kiln

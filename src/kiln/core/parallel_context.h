@@ -25,6 +25,12 @@ struct AutoParallelContext {
   double first_bucket_cap_mb = 1.0;
   // Each data source shards by rank unless the user gave num_shards (MindSpore's behaviour).
   bool dataset_shard_by_rank = true;
+  // AUTO_PARALLEL: how strategies are chosen ("dynamic_programming", "recursive_programming",
+  // "sharding_propagation"; parallel/auto_parallel.h) and the memory each rank may use for
+  // parameters, gradients, optimizer state and activations (MiB; 0: no limit), the counterpart
+  // of MindSpore's max_device_memory for the search.
+  std::string search_mode = "dynamic_programming";
+  double memory_limit_mb = 0;
 };
 
 // Throws kiln::Error naming a field with a value out of range.
@@ -33,7 +39,7 @@ const AutoParallelContext& get_auto_parallel_context();
 void reset_auto_parallel_context();
 
 // "stand_alone", "data_parallel", ... (MindSpore's strings); parse accepts "data" for
-// "data_parallel" too and throws an Error listing the choices.
+// "data_parallel" and "auto" for "auto_parallel" too and throws an Error listing the choices.
 std::string parallel_mode_name(ParallelMode mode);
 ParallelMode parse_parallel_mode(const std::string& name);
 

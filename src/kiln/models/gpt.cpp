@@ -109,6 +109,14 @@ Gpt::Gpt(const GptConfig& config) : Cell("Gpt"), config_(config) {
   layernorm_ = register_cell("layernorm", layer_norm(config_));
 }
 
+GptBlock& Gpt::block(int64_t i) {
+  if (i < 0 || i >= config_.num_layers) {
+    throw Error(
+        detail::concat("Gpt::block(", i, "): the model has ", config_.num_layers, " blocks"));
+  }
+  return static_cast<GptBlock&>(*(*blocks_)[size_t(i)]);
+}
+
 Tensor Gpt::construct(const Tensor& tokens) {
   if (tokens.rank() != 2 || (tokens.dtype() != DType::i32 && tokens.dtype() != DType::i64)) {
     throw ShapeError("Gpt: tokens must be i32/i64 [batch, sequence], got " + describe(tokens));

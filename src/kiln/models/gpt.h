@@ -31,6 +31,10 @@ class CausalSelfAttention : public nn::Cell {
   CausalSelfAttention(int64_t embed_dim, int64_t num_heads, double dropout);
   Tensor construct(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
 
+  // The layers, for SEMI_AUTO_PARALLEL strategies (`attention.qkv().matmul().shard(...)`).
+  nn::Dense& qkv() { return *qkv_; }
+  nn::Dense& projection() { return *projection_; }
+
  private:
   int64_t embed_dim_, num_heads_;
   std::shared_ptr<nn::Dense> qkv_, projection_;
@@ -43,6 +47,9 @@ class GptMlp : public nn::Cell {
   GptMlp(int64_t embed_dim, int64_t hidden);
   Tensor construct(const Tensor& x) override;
 
+  nn::Dense& mapping() { return *mapping_; }
+  nn::Dense& projection() { return *projection_; }
+
  private:
   std::shared_ptr<nn::Dense> mapping_, projection_;
 };
@@ -52,6 +59,9 @@ class GptBlock : public nn::Cell {
  public:
   explicit GptBlock(const GptConfig& config);
   Tensor construct(const Tensor& x) override;
+
+  CausalSelfAttention& attention() { return *attention_; }
+  GptMlp& mlp() { return *mlp_; }
 
  private:
   std::shared_ptr<nn::LayerNorm> layernorm1_, layernorm2_;
@@ -66,6 +76,8 @@ class Gpt : public nn::Cell {
   Tensor construct(const Tensor& tokens) override;
 
   const GptConfig& config() const { return config_; }
+  // Block i (0 <= i < num_layers), for SEMI_AUTO_PARALLEL strategies on its layers.
+  GptBlock& block(int64_t i);
   // The one table both the input lookup and the output projection use.
   Tensor word_embedding_table() const { return word_embedding_->embedding_table(); }
 

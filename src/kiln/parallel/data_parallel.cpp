@@ -212,8 +212,11 @@ std::vector<Tensor> GradientReducer::finish() {
 }
 
 std::vector<Tensor> trace_gradient_all_reduce(const std::vector<Tensor>& grads) {
+  return trace_gradient_all_reduce(grads, gradient_prescale());
+}
+
+std::vector<Tensor> trace_gradient_all_reduce(const std::vector<Tensor>& grads, double prescale) {
   const std::vector<Bucket> buckets = assign_buckets(grads);
-  const double prescale = gradient_prescale();
   std::vector<Tensor> started;
   for (const Bucket& bucket : buckets) {
     std::vector<Tensor> members;

@@ -87,7 +87,9 @@ class GradientReducer {
   float prescale_ = 1.0f;
 };
 
-// Graph mode: the traced gradients after their bucketed all-reduce (same order and shapes).
+// Graph mode: the traced gradients after their bucketed all-reduce over every rank (same order
+// and shapes), each multiplied by `prescale` (gradient_prescale() by default).
 std::vector<Tensor> trace_gradient_all_reduce(const std::vector<Tensor>& grads);
+std::vector<Tensor> trace_gradient_all_reduce(const std::vector<Tensor>& grads, double prescale);
 
 }  // namespace kiln::parallel

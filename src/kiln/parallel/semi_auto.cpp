@@ -10,6 +10,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/functional.h"
+#include "kiln/parallel/auto_parallel.h"
 #include "kiln/parallel/data_parallel.h"
 
 namespace kiln::parallel {
@@ -31,10 +32,10 @@ Registry& registry() {
 // tracing, so their data is never read at those shapes).
 class WholeShapes {
  public:
-  explicit WholeShapes(const std::vector<Tensor>& tensors) {
+  explicit WholeShapes(const std::vector<nn::NamedTensor>& tensors) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    for (const Tensor& t : tensors) {
+    for (const auto& [name, t] : tensors) {
       auto it = r.split.find(t.impl());
       if (it == r.split.end()) continue;
       saved_.push_back({t, t.impl()->shape, t.impl()->strides});
@@ -90,25 +91,48 @@ std::vector<int64_t> same_block_group(const TensorLayout& layout, int64_t rank) 
 }  // namespace
 
 bool semi_auto_active() {
-  return get_auto_parallel_context().parallel_mode == ParallelMode::SEMI_AUTO_PARALLEL;
+  const ParallelMode mode = get_auto_parallel_context().parallel_mode;
+  return mode == ParallelMode::SEMI_AUTO_PARALLEL || mode == ParallelMode::AUTO_PARALLEL;
+}
+
+bool auto_parallel_active() {
+  return get_auto_parallel_context().parallel_mode == ParallelMode::AUTO_PARALLEL;
 }
 
 int64_t semi_auto_ranks() {
   const int64_t ranks = comm::size();
   const int device_num = get_auto_parallel_context().device_num;
   if (device_num > 0 && device_num != ranks) {
-    throw Error(detail::concat("SEMI_AUTO_PARALLEL: device_num is ", device_num,
-                               " but the job has ", ranks,
+    throw Error(detail::concat(auto_parallel_active() ? "AUTO_PARALLEL" : "SEMI_AUTO_PARALLEL",
+                               ": device_num is ", device_num, " but the job has ", ranks,
                                " ranks; set device_num to the job's size (or 0)"));
   }
   return ranks;
+}
+
+std::unique_ptr<LogicalStep> trace_logical_step(
+    const ops::TensorMeta& images, const ops::TensorMeta& labels,
+    const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
+    const std::vector<nn::NamedTensor>& params) {
+  auto step = std::make_unique<LogicalStep>();
+  graph::Tracer tracer(step->graph);
+  tracer.bind_state(params);
+  const Tensor x = tracer.input(images, "images");
+  const Tensor y = tracer.input(labels, "labels");
+  const auto [logits, loss] = forward(x, y);
+  step->logits = tracer.value_of(logits);
+  step->loss = tracer.value_of(loss);
+  tracer.add_output(logits);
+  tracer.add_output(loss);
+  tracer.finish();
+  return step;
 }
 
 std::unique_ptr<LogicalStep> plan_step(
     const ops::TensorMeta& images, const ops::TensorMeta& labels,
     const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
     const std::vector<nn::NamedTensor>& params, const std::vector<nn::NamedTensor>& optimizer_state,
-    const std::vector<Tensor>& optimizer_params) {
+    const std::vector<Tensor>& optimizer_params, const MachineModel& machine) {
   const int64_t ranks = semi_auto_ranks();
   // Every rank starts from rank 0's whole values, once, before anything is split.
   {
@@ -123,23 +147,12 @@ std::unique_ptr<LogicalStep> plan_step(
     if (ranks > 1 && !fresh.empty()) broadcast_from_rank0(fresh);
   }
 
-  auto step = std::make_unique<LogicalStep>();
-  std::vector<Tensor> all;
-  for (const auto& list : {params, optimizer_state}) {
-    for (const auto& nt : list) all.push_back(nt.second);
-  }
+  std::vector<nn::NamedTensor> all = params;
+  all.insert(all.end(), optimizer_state.begin(), optimizer_state.end());
+  std::unique_ptr<LogicalStep> step;
   {
     WholeShapes whole(all);
-    graph::Tracer tracer(step->graph);
-    tracer.bind_state(params);
-    const Tensor x = tracer.input(images, "images");
-    const Tensor y = tracer.input(labels, "labels");
-    const auto [logits, loss] = forward(x, y);
-    step->logits = tracer.value_of(logits);
-    step->loss = tracer.value_of(loss);
-    tracer.add_output(logits);
-    tracer.add_output(loss);
-    tracer.finish();
+    step = trace_logical_step(images, labels, forward, params);
   }
 
   std::map<graph::ValueId, TensorLayout> fixed;
@@ -148,7 +161,27 @@ std::unique_ptr<LogicalStep> plan_step(
     if (value.kind != graph::ValueKind::state) continue;
     if (const TensorLayout* l = sharded_layout(value.tensor)) fixed.emplace(graph::ValueId(v), *l);
   }
-  step->plan = plan_sharding(step->graph, ranks, fixed);
+  std::map<graph::ValueId, TensorLayout> held = fixed;
+  std::map<graph::NodeId, std::string> searched;
+  if (auto_parallel_active()) {
+    const AutoParallelContext& context = get_auto_parallel_context();
+    AutoParallelOptions options;
+    options.search = parse_search_mode(context.search_mode);
+    options.memory_limit_bytes = context.memory_limit_mb * double(1 << 20);
+    options.gradient_bucket_bytes = context.bucket_cap_mb * double(1 << 20);
+    options.optimizer_states =
+        optimizer_params.empty() ? 0 : int(optimizer_state.size() / optimizer_params.size());
+    options.machine = machine;
+    const AutoPlan plan = plan_auto_parallel(step->graph, step->loss, ranks, options, fixed);
+    for (const auto& [id, choice] : plan.ops) {
+      step->graph.node(id).strategy = choice.strategy;
+      searched[id] = "chosen by the search: " + choice.what;
+    }
+    for (const auto& [v, layout] : plan.parameters) held.emplace(v, layout);
+    step->auto_text = plan.str(step->graph);
+    step->predicted = plan.predicted;
+  }
+  step->plan = plan_sharding(step->graph, ranks, held, machine.comm, searched);
 
   // Keep this rank's block of each newly split parameter and of its optimizer state.
   for (size_t v = 0; v < step->graph.num_values(); ++v) {
@@ -227,16 +260,28 @@ Tensor backward_seed(const Tensor& loss) {
 std::vector<Tensor> reduce_replicated_gradients(const std::vector<Tensor>& grads,
                                                 const std::vector<Tensor>& params) {
   const int64_t ranks = semi_auto_ranks();
-  std::vector<Tensor> out;
+  std::vector<Tensor> out(grads.size());
+  // Gradients every rank holds alike go in data parallelism's buckets (one all-reduce per bucket,
+  // started as the backward makes its last gradient); those of smaller groups one by one.
+  std::vector<size_t> whole_job;
+  std::vector<Tensor> whole_job_grads;
   for (size_t i = 0; i < grads.size(); ++i) {
     const TensorLayout* l = sharded_layout(params[i]);
     const TensorLayout layout = l ? *l : TensorLayout::replicated(params[i].shape(), ranks);
     const std::vector<int64_t> group = same_block_group(layout, comm::rank());
-    out.push_back(
-        group.size() > 1
-            ? ops::all_reduce(grads[i], ops::CollectiveReduction::sum,
-                              int64_t(group.size()) == ranks ? std::vector<int64_t>{} : group)
-            : grads[i]);
+    if (group.size() <= 1) {
+      out[i] = grads[i];
+    } else if (int64_t(group.size()) == ranks && grads[i].dtype() == DType::f32) {
+      whole_job.push_back(i);
+      whole_job_grads.push_back(grads[i]);
+    } else {
+      out[i] = ops::all_reduce(grads[i], ops::CollectiveReduction::sum,
+                               int64_t(group.size()) == ranks ? std::vector<int64_t>{} : group);
+    }
+  }
+  if (!whole_job_grads.empty()) {
+    const std::vector<Tensor> reduced = trace_gradient_all_reduce(whole_job_grads, 1.0);
+    for (size_t k = 0; k < whole_job.size(); ++k) out[whole_job[k]] = reduced[k];
   }
   return out;
 }

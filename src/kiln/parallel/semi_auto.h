@@ -23,18 +23,23 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/graph/tracer.h"
 #include "kiln/nn/cell.h"
+#include "kiln/parallel/auto_parallel.h"
+#include "kiln/parallel/machine_model.h"
 #include "kiln/parallel/sharding_plan.h"
 
 namespace kiln::parallel {
 
-// SEMI_AUTO_PARALLEL is set.
+// SEMI_AUTO_PARALLEL or AUTO_PARALLEL is set: ops split across the ranks as a plan says (both
+// compile this way; AUTO_PARALLEL's plan comes from its search, auto_parallel.h).
 bool semi_auto_active();
+bool auto_parallel_active();
 // The job's ranks for SEMI_AUTO_PARALLEL: device_num, which must equal the communicator's size
 // when set (Error naming both otherwise).
 int64_t semi_auto_ranks();
@@ -44,18 +49,28 @@ struct LogicalStep {
   graph::Graph graph;
   ShardingPlan plan;
   graph::ValueId logits = graph::kNoValue, loss = graph::kNoValue;
-  std::string plan_text;  // ShardingPlan::str for this rank
+  std::string plan_text;                    // ShardingPlan::str for this rank
+  std::string auto_text;                    // AUTO_PARALLEL: AutoPlan::str (empty otherwise)
+  std::optional<StepPrediction> predicted;  // AUTO_PARALLEL: the plan's step per rank
 };
+
+// Step 1 alone: the logical graph of `forward` (network and loss) on whole-shape inputs, with
+// `params` bound as state, and no plan (kiln plan plans it for any number of devices).
+std::unique_ptr<LogicalStep> trace_logical_step(
+    const ops::TensorMeta& images, const ops::TensorMeta& labels,
+    const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
+    const std::vector<nn::NamedTensor>& params);
 
 // Steps 1 and 2 above. `forward` traces the network and the loss on symbolic whole-batch inputs
 // and returns {logits, loss}. `params` are the network's parameters and buffers (by name);
 // `optimizer_state` the optimizer's (`<name>.<i>` belongs to optimizer parameter i, as in
-// Optimizer::state_and_names), with `optimizer_params` the optimizer's parameter list.
+// Optimizer::state_and_names), with `optimizer_params` the optimizer's parameter list. Under
+// AUTO_PARALLEL the plan is searched with `machine`'s figures (the same on every rank).
 std::unique_ptr<LogicalStep> plan_step(
     const ops::TensorMeta& images, const ops::TensorMeta& labels,
     const std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>& forward,
     const std::vector<nn::NamedTensor>& params, const std::vector<nn::NamedTensor>& optimizer_state,
-    const std::vector<Tensor>& optimizer_params);
+    const std::vector<Tensor>& optimizer_params, const MachineModel& machine = {});
 
 // Step 3: the logical step replayed on this rank into the active trace; returns {logits, loss},
 // the loss whole on every rank, the logits too with `whole_logits` (else as their op left them).

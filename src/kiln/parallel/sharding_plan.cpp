@@ -63,8 +63,8 @@ std::string node_ref(const Graph& g, NodeId id) {
 }  // namespace
 
 ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
-                           const std::map<ValueId, TensorLayout>& fixed,
-                           const CommCostModel& model) {
+                           const std::map<ValueId, TensorLayout>& fixed, const CommCostModel& model,
+                           const std::map<NodeId, std::string>& searched) {
   ShardingPlan plan;
   plan.ranks = ranks;
   plan.ops.resize(g.num_nodes());
@@ -77,8 +77,11 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
   for (NodeId id : order) {
     const Node& n = g.node(id);
     if (n.type != graph::NodeType::op || n.strategy.empty()) continue;
+    auto it = searched.find(id);
     plan.ops[size_t(id)] =
-        make_plan(g, id, n.strategy, OpPlan::Source::user, "your strategy", ranks);
+        it == searched.end()
+            ? make_plan(g, id, n.strategy, OpPlan::Source::user, "your strategy", ranks)
+            : make_plan(g, id, n.strategy, OpPlan::Source::searched, it->second, ranks);
     queue.push_back(id);
   }
 
@@ -219,7 +222,7 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
 
 std::string ShardingPlan::str(const Graph& g, int64_t rank, const CommCostModel& model) const {
   std::ostringstream s;
-  s << "SEMI_AUTO_PARALLEL plan for " << ranks << " ranks (redistributions as rank " << rank
+  s << "Sharding plan for " << ranks << " ranks (redistributions as rank " << rank
     << " runs them):\n";
   double flops = 0, seconds = 0;
   for (NodeId id : g.schedule()) {

@@ -21,7 +21,7 @@
 namespace kiln::parallel {
 
 struct OpPlan {
-  enum class Source { user, propagated, unreached, no_rule };
+  enum class Source { user, searched, propagated, unreached, no_rule };
   ops::Strategy strategy;
   Source source = Source::unreached;
   std::string why;  // in words: whose split it follows, or why it runs replicated
@@ -43,10 +43,12 @@ struct ShardingPlan {
 };
 
 // Plans `g` for `ranks` ranks. `fixed`: values whose layout is already decided (parameters a
-// previous compile sharded). Throws kiln::Error naming the op, the strategy and the shapes for a
-// strategy its rule refuses.
+// previous compile sharded, or AUTO_PARALLEL's search chose). `searched`: the nodes whose
+// Node::strategy AUTO_PARALLEL's search set, with why (they are kept like the user's). Throws
+// kiln::Error naming the op, the strategy and the shapes for a strategy its rule refuses.
 ShardingPlan plan_sharding(const graph::Graph& g, int64_t ranks,
                            const std::map<graph::ValueId, TensorLayout>& fixed = {},
-                           const CommCostModel& model = {});
+                           const CommCostModel& model = {},
+                           const std::map<graph::NodeId, std::string>& searched = {});
 
 }  // namespace kiln::parallel

@@ -22,6 +22,7 @@
 #include "kiln/parallel/data_parallel.h"
 #include "kiln/parallel/semi_auto.h"
 #include "kiln/train/batch_split_step.h"
+#include "kiln/train/machine_model_file.h"
 
 namespace kiln::train {
 namespace {
@@ -120,11 +121,14 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
       throw Error("graph mode: SEMI_AUTO_PARALLEL with micro_batches = " +
                   std::to_string(options_.micro_batches) + " is not supported yet");
     }
+    const parallel::MachineModel machine =
+        parallel::auto_parallel_active() ? planning_machine_model() : parallel::MachineModel{};
     logical = parallel::plan_step(
         ops::meta_of(images), ops::meta_of(labels),
         [&](const Tensor& x, const Tensor& y) { return trace_slice(x, y, 0, 1); },
-        net_.state_and_names(), opt_.state_and_names(), opt_.parameters());
-    parallel_plan_ = logical->plan_text;
+        net_.state_and_names(), opt_.state_and_names(), opt_.parameters(), machine);
+    parallel_plan_ = logical->auto_text + logical->plan_text;
+    if (!evaluation) predicted_ = logical->predicted;
   }
   {
     graph::Tracer tracer(g);

@@ -29,6 +29,7 @@
 #include "kiln/graph/tracer.h"
 #include "kiln/nn/cell.h"
 #include "kiln/optim/optimizer.h"
+#include "kiln/parallel/auto_parallel.h"
 
 namespace kiln::train {
 
@@ -94,6 +95,8 @@ class CompiledTrainStep {
   // SEMI_AUTO_PARALLEL: the plan of the last compiled graph (ShardingPlan::str, as this rank
   // runs it), printed in the compile log on rank 0; empty in other modes.
   const std::string& parallel_plan() const { return parallel_plan_; }
+  // AUTO_PARALLEL: the last compiled training step's predicted time and memory per rank.
+  const std::optional<parallel::StepPrediction>& predicted_step() const { return predicted_; }
 
   // Silences the one-line compile messages on stderr (tests, benchmarks).
   void set_verbose(bool on) { verbose_ = on; }
@@ -192,6 +195,7 @@ class CompiledTrainStep {
   amp::LossScaleManager* loss_scale_;
   Tensor scale_, inverse_scale_;  // f32 scalars rewritten before each loss-scaled step
   std::string parallel_plan_;
+  std::optional<parallel::StepPrediction> predicted_;
   bool last_skipped_ = false;
   std::optional<ThreadStrategy> forced_;
 };

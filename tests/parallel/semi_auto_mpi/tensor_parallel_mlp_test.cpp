@@ -20,9 +20,13 @@
 #include "kiln/parallel/semi_auto.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/compiled_step.h"
+#include "parallel/semi_auto_mpi/agreement.h"
 
 namespace kiln {
 namespace {
+
+using testing::expect_same_training;
+using testing::TrainedRun;
 
 constexpr int64_t kBatch = 8, kIn = 8, kHidden = 4096, kClasses = 4;
 constexpr int kSteps = 10;
@@ -48,20 +52,18 @@ std::pair<Tensor, Tensor> batch(int step) {
   return {x, Tensor::from_vector(y, Shape{kBatch})};
 }
 
-struct Trained {
-  std::vector<float> losses;
-  std::vector<nn::NamedTensor> params;
-  std::vector<nn::NamedTensor> checkpoint;  // as saved by save_checkpoint, read back
-  Tensor eval_logits;                       // evaluate() on batch 0 after training
-  std::string plan;
-};
-
 using SetStrategies = std::function<void(Mlp&)>;
 
-Trained train(const SetStrategies& strategies) {
+// With `strategies`: SEMI_AUTO_PARALLEL with them, or with `search`: AUTO_PARALLEL with that
+// search mode (and the user's strategies, if any, for sharding_propagation). Neither: one process.
+TrainedRun train(const SetStrategies& strategies, const std::string& search = "") {
   set_context({.mode = GRAPH_MODE});
-  const bool sharded = strategies != nullptr;
-  if (sharded) {
+  const bool sharded = strategies != nullptr || !search.empty();
+  if (!search.empty()) {
+    set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
+                               .device_num = comm::size(),
+                               .search_mode = search});
+  } else if (sharded) {
     set_auto_parallel_context(
         {.parallel_mode = ParallelMode::SEMI_AUTO_PARALLEL, .device_num = comm::size()});
   } else {
@@ -70,72 +72,33 @@ Trained train(const SetStrategies& strategies) {
   // Rank-dependent seeds when sharded: the run must start from rank 0's whole values.
   set_seed(sharded ? 11 + uint64_t(comm::rank()) : 11);
   Mlp net;
-  if (sharded) strategies(net);
+  if (strategies) strategies(net);
   nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
   optim::Momentum opt(net.trainable_params(), optim::constant_lr(0.05),
                       optim::MomentumOptions{.momentum = 0.9});
   train::CompiledTrainStep step(net, loss, opt, graph::CompileOptions{});
   step.set_verbose(false);
-  Trained out;
+  TrainedRun out;
   for (int s = 0; s < kSteps; ++s) {
     auto [x, y] = batch(s);
     out.losses.push_back(step.run(x, y).item<float>());
   }
-  out.params = parallel::gather_whole(net.parameters_and_names());
   out.plan = step.parallel_plan();
-  out.eval_logits = step.evaluate(batch(0).first, batch(0).second).first;
-  // Every rank calls save_checkpoint; under SEMI_AUTO rank 0 writes the gathered whole tensors.
-  // One file for the job when sharded (rank 0 writes it), one per rank for the reference runs.
-  const std::string name = "kiln_semi_auto_mlp_" + std::to_string(comm::size()) +
-                           (sharded ? "" : "_ref_" + std::to_string(comm::rank()));
-  const std::string path =
-      (std::filesystem::temp_directory_path() / (name + ".safetensors")).string();
-  train::save_checkpoint(net, path);
-  comm::barrier();
-  out.checkpoint = train::load_checkpoint(path).tensors;
-  comm::barrier();
-  if (!sharded || comm::rank() == 0) std::filesystem::remove(path);
+  testing::finish_run(out, net, step, batch(0).first, batch(0).second, sharded,
+                      "kiln_semi_auto_mlp_" + std::to_string(comm::size()));
   parallel::forget_sharded_parameters();
   reset_auto_parallel_context();
   return out;
 }
 
-void expect_close(const std::vector<nn::NamedTensor>& got, const std::vector<nn::NamedTensor>& want,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(got[i].first, want[i].first) << what;
-    const std::vector<float> g = got[i].second.to_vector<float>();
-    const std::vector<float> w = want[i].second.to_vector<float>();
-    ASSERT_EQ(g.size(), w.size()) << what << " " << want[i].first;
-    double scale = 0, worst = 0;
-    for (size_t j = 0; j < w.size(); ++j) {
-      scale = std::max(scale, double(std::fabs(w[j])));
-      worst = std::max(worst, double(std::fabs(g[j] - w[j])));
-    }
-    EXPECT_LE(worst, 1e-5 * scale) << what << " " << want[i].first << " on rank " << comm::rank();
-  }
-}
-
-void expect_same_training(const Trained& got, const Trained& want) {
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t s = 0; s < want.losses.size(); ++s) {
-    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5 * std::fabs(want.losses[s]))
-        << "step " << s << " on rank " << comm::rank();
-  }
-  expect_close(got.params, want.params, "gathered parameters");
-  expect_close(got.checkpoint, want.checkpoint, "checkpoint");
-  expect_close({{"logits", got.eval_logits}}, {{"logits", want.eval_logits}}, "evaluate");
-}
-
-const Trained& single_process() {
-  static const Trained t = train(nullptr);
+const TrainedRun& single_process() {
+  static const TrainedRun t = train(nullptr);
   return t;
 }
 
 TEST(TensorParallelMlp, MegatronColumnThenRowSplitEqualsSingleProcess) {
   const int64_t n = comm::size();
-  const Trained got = train([n](Mlp& m) {
+  const TrainedRun got = train([n](Mlp& m) {
     m.fc1->matmul().shard({{1, 1}, {n, 1}});  // weight [4096, 8]: output columns
     m.fc2->matmul().shard({{1, n}, {1, n}});  // contracted dimension: partial sums
   });
@@ -148,17 +111,45 @@ TEST(TensorParallelMlp, MegatronColumnThenRowSplitEqualsSingleProcess) {
 
 TEST(TensorParallelMlp, BatchSplitEqualsSingleProcess) {
   const int64_t n = comm::size();
-  const Trained got = train([n](Mlp& m) { m.fc1->matmul().shard({{n, 1}, {1, 1}}); });
+  const TrainedRun got = train([n](Mlp& m) { m.fc1->matmul().shard({{n, 1}, {1, 1}}); });
   expect_same_training(got, single_process());
 }
 
 TEST(TensorParallelMlp, BatchAndModelSplitTogetherEqualsSingleProcess) {
   if (comm::size() != 4) GTEST_SKIP() << "a [2, 2] device matrix needs 4 ranks";
-  const Trained got = train([](Mlp& m) {
+  const TrainedRun got = train([](Mlp& m) {
     m.fc1->matmul().shard({{2, 1}, {2, 1}});
     m.fc2->matmul().shard({{2, 2}, {1, 2}});
   });
   expect_same_training(got, single_process());
+}
+
+// AUTO_PARALLEL: whatever each search chooses, the run must be the single process's.
+TEST(TensorParallelMlp, AutoParallelDynamicProgrammingEqualsSingleProcess) {
+  const TrainedRun got = train(nullptr, "dynamic_programming");
+  expect_same_training(got, single_process());
+  EXPECT_NE(got.plan.find("AUTO_PARALLEL plan for " + std::to_string(comm::size()) +
+                          " devices (search dynamic_programming, optimal"),
+            std::string::npos)
+      << got.plan;
+}
+
+TEST(TensorParallelMlp, AutoParallelRecursiveProgrammingEqualsSingleProcess) {
+  const TrainedRun got = train(nullptr, "recursive_programming");
+  expect_same_training(got, single_process());
+}
+
+TEST(TensorParallelMlp, AutoParallelShardingPropagationFromTheUsersStrategyEqualsSingleProcess) {
+  const int64_t n = comm::size();
+  const TrainedRun got = train(
+      [n](Mlp& m) {
+        m.fc1->matmul().shard({{1, 1}, {n, 1}});
+      },
+      "sharding_propagation");
+  expect_same_training(got, single_process());
+  EXPECT_NE(got.plan.find("parameter fc1.weight [4096, 8]: split [" + std::to_string(n)),
+            std::string::npos)
+      << got.plan;
 }
 
 TEST(TensorParallelMlp, AStrategyThatDoesNotFitIsAClearError) {

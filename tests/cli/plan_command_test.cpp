@@ -1,0 +1,88 @@
+// `kiln plan`: AUTO_PARALLEL's plan for any number of devices with no ranks running, as text and
+// as JSON, within the time at 1,024 devices, and clear errors for bad flags and limits
+// nothing fits.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "testing/kiln_command.h"
+
+namespace kiln::cli {
+namespace {
+
+using testing::run_kiln;
+
+TEST(PlanCommand, PrintsEachOpsStrategyAndTheStepNextToDataParallelism) {
+  const auto r = run_kiln("plan --model mlp --devices 4 --batch-size 64 --redistributions");
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* part :
+       {"AUTO_PARALLEL plan for 4 devices (search dynamic_programming, optimal",
+        "eliminations:", "matmul %", "parameters:", "layers.1.weight [1024, 784]",
+        "this plan   data parallel", "communication", "memory",
+        "Sharding plan for 4 ranks (redistributions as rank 0 runs them)"}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  }
+}
+
+TEST(PlanCommand, JsonHoldsThePredictionAndEveryOp) {
+  const auto r = run_kiln("plan --model lenet --devices 2 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["devices"], 2);
+  EXPECT_EQ(j["search"], "dynamic_programming");
+  EXPECT_TRUE(j["optimal"].get<bool>());
+  EXPECT_GT(j["predicted"]["step_ms"].get<double>(), 0);
+  EXPECT_LE(j["predicted"]["step_ms"].get<double>(),
+            j["data_parallel"]["step_ms"].get<double>() * (1 + 1e-9));
+  EXPECT_GT(j["ops"].size(), 5u);
+  for (const auto& op : j["ops"]) {
+    EXPECT_FALSE(op["strategy"].get<std::string>().empty());
+    EXPECT_FALSE(op["what"].get<std::string>().empty());
+  }
+  EXPECT_TRUE(j["parameters"].contains("features.0.weight")) << j["parameters"].dump();
+}
+
+// The search alone is measured (search_ms); the process also traces the model and measures the
+// machine. The bound at 1,024 devices is 10 s.
+TEST(PlanCommand, PlansATransformerForThousandTwentyFourDevicesWithinTenSeconds) {
+  const auto r =
+      run_kiln("plan --model gpt --devices 1024 --batch-size 1024 --optimizer adam --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_LT(j["search_ms"].get<double>(), 10000);
+  EXPECT_EQ(j["devices"], 1024);
+  EXPECT_GT(j["strategies_weighed"].get<int64_t>(), 1000);
+}
+
+TEST(PlanCommand, EverySearchModePlans) {
+  for (const char* search : {"recursive_programming", "sharding_propagation"}) {
+    const auto r = run_kiln(std::string("plan --model gpt --devices 4 --search ") + search);
+    ASSERT_EQ(r.status, 0) << search << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string("search ") + search), std::string::npos) << r.output;
+  }
+}
+
+TEST(PlanCommand, BadFlagsAndLimitsNothingFitsAreClearErrors) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{"plan --model mlp --devices 0", "--devices"},
+        Case{"plan --model mlp --devices 2048", "--devices"},
+        Case{"plan --model mlp --devices 2 --search annealing", "--search"},
+        Case{"plan --model nope --devices 2", "--model"},
+        Case{"plan --model mlp --devices 2 --memory-limit-mb -3", "--memory-limit-mb"},
+        Case{"plan --model mlp --devices 4 --memory-limit-mb 0.01",
+             "no plan for 4 devices fits the memory limit of 0.01 MiB"}}) {
+    const auto r = run_kiln(c.args);
+    ASSERT_TRUE(r.exited) << c.args;
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cli
