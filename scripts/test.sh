@@ -13,7 +13,7 @@ stage() {  # name command...: runs one stage, records a failure, prints its time
   "$@" || { status=1; echo "test.sh: $name FAILED" >&2; }
   echo "test.sh: $name took $((SECONDS - start)) s" >&2
 }
-build_release() { bash "$root/scripts/build.sh"; }
+build_release() { bash "$root/scripts/build.sh" --tests; }
 run_ctest() { (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
 
 stage build build_release

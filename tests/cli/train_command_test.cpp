@@ -45,8 +45,8 @@ TEST(TrainCommand, DefaultsAreTheDefaultJob) {
   EXPECT_EQ(c.epochs, 5);
   EXPECT_EQ(c.batch_size, 64);
   EXPECT_EQ(c.optimizer, "momentum");
-  EXPECT_EQ(c.mode, "eager");
-  EXPECT_FALSE(c.graph_kernel);
+  EXPECT_EQ(c.mode, "graph");
+  EXPECT_TRUE(c.graph_kernel);
   EXPECT_FALSE(c.json);
   EXPECT_EQ(c.amp_level, "O0");
   EXPECT_EQ(c.amp_dtype, "bf16");

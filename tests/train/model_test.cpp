@@ -17,7 +17,9 @@
 #include "kiln/optim/momentum.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
+#include "kiln/train/compiled_step.h"
 #include "testing/cpu_features.h"
+#include "testing/mode_scope.h"
 #include "train/train_testing.h"
 
 namespace kiln::train {
@@ -214,6 +216,27 @@ TEST(Model, GraphModeFollowsTheEagerLossCurve) {
   EXPECT_EQ(compiled->global_step(), 16);
   // Eager evaluation sees the weights the compiled steps wrote.
   EXPECT_NEAR(compiled->eval(ds)["loss"], eager->eval(ds)["loss"], 1e-4);
+}
+
+// Graph-mode evaluation runs one compiled forward for every batch: a short last batch is padded
+// to the full batch, and counts only its own rows, so the metrics are eager evaluation's.
+TEST(Model, GraphEvaluationPadsTheShortLastBatchInsteadOfCompilingAgain) {
+  const auto train_ds = testing::synthetic_dataset(kRows, kFeatures, kBatch);
+  // 7 batches of 8 rows, then one of 4.
+  const auto eval_ds = testing::synthetic_dataset(60, kFeatures, kBatch, 13, false, false);
+  auto model = make_model(3);
+  std::map<std::string, double> graph_metrics;
+  {
+    kiln::testing::ModeScope graph(GRAPH_MODE, true);
+    model->train(1, train_ds, {});
+    graph_metrics = model->eval(eval_ds);
+  }
+  ASSERT_NE(model->compiled_step(), nullptr);
+  EXPECT_EQ(model->compiled_step()->evaluation_compiles(), 1);
+  auto eager_metrics = model->eval(eval_ds);
+  EXPECT_DOUBLE_EQ(graph_metrics["accuracy"], eager_metrics["accuracy"]);
+  EXPECT_NEAR(graph_metrics["loss"], eager_metrics["loss"], 1e-5);
+  EXPECT_GT(graph_metrics["loss"], 0);
 }
 
 // Mixed precision in eager mode: bf16 compute, fp32 master weights, the loss still falls; a

@@ -35,7 +35,8 @@ inline Tensor batch_labels(int64_t n, uint64_t seed) {
 
 // rows × features f32 inputs with labels = argmax over 3 fixed projections (learnable).
 inline data::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_t batch,
-                                          uint64_t seed = 11, bool shuffle = false) {
+                                          uint64_t seed = 11, bool shuffle = false,
+                                          bool drop_remainder = true) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> x(size_t(rows * features));
@@ -52,7 +53,7 @@ inline data::Dataset synthetic_dataset(int64_t rows, int64_t features, int64_t b
   return data::NumpySlicesDataset(
              {Tensor::from_vector(x, {rows, features}), Tensor::from_vector(y, {rows})},
              {"data", "label"}, {.shuffle = shuffle})
-      .batch(batch, true);
+      .batch(batch, drop_remainder);
 }
 
 // Records every step's loss (and the step numbers the callbacks saw).

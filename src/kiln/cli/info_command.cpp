@@ -13,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "kiln/cli/ops_reference.h"
 #include "kiln/core/kernel_threads.h"
 #include "kiln/core/threads.h"
 #include "kiln/ops/cpu_support.h"
@@ -217,8 +218,15 @@ CpuFeatures detect_cpu_features() {
 void add_info_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "Show CPU features, oneDNN, threads and libraries");
   auto json = std::make_shared<bool>(false);
+  auto ops_table = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([json] {
+  cmd->add_flag("--ops", *ops_table,
+                "Print the op table as a markdown reference (docs/ops.md is this output)");
+  cmd->callback([json, ops_table] {
+    if (*ops_table) {
+      std::cout << ops_reference_markdown();
+      return;
+    }
     nlohmann::ordered_json j = collect();
     if (*json) {
       std::cout << j.dump() << std::endl;

@@ -410,7 +410,7 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
       "train", "Train a model on an image folder, records, (Fashion-)MNIST or text (gpt)");
   auto c = std::make_shared<TrainConfig>();
   auto config_file = std::make_shared<std::string>();
-  auto graph_kernel = std::make_shared<std::string>("off");
+  auto graph_kernel = std::make_shared<std::string>("on");
   auto keep_bn = std::make_shared<std::string>("on");
   auto compile_log = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
@@ -426,8 +426,11 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
       ->check(integer_in(1, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--batch-size", c->batch_size, "Batch size (default 64)")
       ->check(integer_in(1, kMaxBatchSize));
-  cmd->add_option("--mode", c->mode, "eager | graph")->check(CLI::IsMember({"eager", "graph"}));
-  cmd->add_option("--graph-kernel", *graph_kernel, "on | off: graph-kernel fusion (graph mode)")
+  cmd->add_option("--mode", c->mode,
+                  "graph (default: traced once, compiled, run with fusion) | eager (op by op)")
+      ->check(CLI::IsMember({"eager", "graph"}));
+  cmd->add_option("--graph-kernel", *graph_kernel,
+                  "on | off: graph-kernel fusion in graph mode (default on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--micro-batches", c->micro_batches,
                   "Graph mode: run each batch as N slices, forward and backward one after "

@@ -23,8 +23,9 @@ struct TrainConfig {
   int64_t epochs = 5;
   int64_t steps = -1;  // stop after this many steps (-1: run all epochs)
   int64_t batch_size = 64;
-  std::string mode = "eager";  // eager | graph
-  bool graph_kernel = false;
+  // graph (MindSpore's default mode, with graph-kernel fusion) | eager
+  std::string mode = "graph";
+  bool graph_kernel = true;
   int micro_batches = 1;  // graph mode: slices per step (Context::micro_batches)
   double lr = -1;         // -1: the optimizer's default (see default_lr)
   std::string optimizer = "momentum";

@@ -83,6 +83,8 @@ class CompiledTrainStep {
   const graph::CompileReport& report() const;
   // How many graphs were compiled so far (1 + recompiles for new input shapes).
   int compiles() const { return compiles_; }
+  // How many evaluation forwards were compiled so far (one per input shape).
+  int evaluation_compiles() const { return eval_compiles_; }
   // The graph the last run used, after its passes.
   const graph::Executable& executable() const;
 

@@ -20,6 +20,13 @@
 namespace kiln::train {
 namespace {
 
+// `t` with zero rows appended along dimension 0 up to `rows`.
+Tensor pad_rows(const Tensor& t, int64_t rows) {
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[0] = rows - t.dim(0);
+  return ops::concat({t, Tensor::zeros(Shape(dims), t.dtype())}, 0);
+}
+
 // Restores the network's train/eval mode on scope exit.
 class TrainModeGuard {
  public:
@@ -387,11 +394,22 @@ std::map<std::string, double> Model::eval(const data::Dataset& dataset,
   const bool graph = get_context().mode == GRAPH_MODE && compiled_;
   data::TupleIterator it = dataset.create_tuple_iterator({.num_epochs = 1});
   std::vector<Tensor> row;
+  int64_t full_rows = 0;  // graph mode: the first batch's rows, which shorter batches pad to
   while (it.next(row)) {
     check_row(row, "eval");
     Tensor logits;
     float loss = 0.f;
-    if (graph) {
+    const int64_t rows = row[0].rank() > 0 ? row[0].dim(0) : 0;
+    if (graph && full_rows == 0) full_rows = rows;
+    if (graph && rows > 0 && rows < full_rows) {
+      // A short last batch runs the forward already compiled for the full batch, padded with
+      // zero rows (a second compile would cost more than the rows it saves); only its own rows
+      // count, and its loss is theirs.
+      logits = ops::contiguous(ops::slice(
+          compiled_->evaluate(pad_rows(row[0], full_rows), pad_rows(row[1], full_rows)).first, 0, 0,
+          rows));
+      if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, row[1]));
+    } else if (graph) {
       auto [graph_logits, graph_loss] = compiled_->evaluate(row[0], row[1]);
       logits = graph_logits;
       loss = scalar_loss(graph_loss);
