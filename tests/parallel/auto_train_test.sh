@@ -44,7 +44,7 @@ if failed:
     sys.exit("\n".join(failed))
 print("auto train: 2 runs passed, 0 failed")
 PY
-if "$kiln" train --model mlp --steps 2 --parallel-mode auto >"$work/eager.log" 2>&1; then
+if "$kiln" train --model mlp --mode eager --steps 2 --parallel-mode auto >"$work/eager.log" 2>&1; then
   echo "auto parallel in eager mode was accepted" >&2
   exit 1
 fi
