@@ -93,6 +93,7 @@ void bind_train(py::module_& m) {
       .def_readonly("cur_step_in_epoch", &train::CallbackParams::cur_step_in_epoch)
       .def_readonly("steps_this_sink", &train::CallbackParams::steps_this_sink)
       .def_readonly("net_outputs", &train::CallbackParams::net_outputs)
+      .def_readonly("step_losses", &train::CallbackParams::step_losses)
       .def_readonly("dataset_sink_mode", &train::CallbackParams::dataset_sink_mode)
       .def_readonly("batch_size", &train::CallbackParams::batch_size);
   py::class_<train::RunContext>(train, "RunContext")
