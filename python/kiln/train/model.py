@@ -103,7 +103,7 @@ class Model:
         (-1: the whole epoch), batches going from the pipeline straight into the step, with no
         Python in between; callbacks' step hooks fire once per sink, and
         ``cb_params.step_losses`` holds each of its steps' losses (LossMonitor prints them all
-        at the sink's end). Ctrl-C ends training with KeyboardInterrupt at the next sink end.
+        at the sink's end). Ctrl-C ends training with KeyboardInterrupt at a sink's end.
         Unlike MindSpore, ``sink_size`` does not redefine an epoch: one that it does not divide
         ends with a shorter sink."""
         native = self._require_native("train")

@@ -304,9 +304,11 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   std::unique_ptr<Profiler> profiler;
   if (!c.profile.empty()) {
     profiler = std::make_unique<Profiler>(ProfilerOptions{.output_path = c.profile});
-    profiler->annotate("command", "kiln train --model " + c.model + " --mode " + c.mode +
-                                      " --batch-size " + std::to_string(c.batch_size) +
-                                      " --amp-level " + c.amp_level);
+    profiler->annotate(
+        "command",
+        "kiln train --model " + c.model + " --mode " + c.mode + " --batch-size " +
+            std::to_string(c.batch_size) + " --amp-level " + c.amp_level +
+            (c.sink_size != 0 ? " --sink-size " + std::to_string(c.sink_size) : std::string()));
     profiler->annotate("kernel threads", std::to_string(num_threads()));
   }
   model.train(epochs, train_ds, callbacks, options);
