@@ -145,8 +145,8 @@ class WorkerError(RuntimeError):
 
 
 def _release(segment, retired):
-    """Unlinks a segment this process created; closes it unless arrays still view it (then it
-    closes when they are gone)."""
+    """Unlinks a segment this process created and closes it; one that arrays still view is kept
+    in `retired` (closed with its Worker) instead."""
     segment.unlink()
     try:
         segment.close()
