@@ -85,8 +85,8 @@ class ThroughputMonitor : public train::Callback {
     return s > 0 ? double(total_images_) / s : 0.0;
   }
   int64_t steps() const { return steps_; }
-  // The steps images_per_sec() measured (0: it measured the whole run).
-  int64_t measured_steps() const { return measured_steps_; }
+  // The steps that images_per_sec() and the communication statistics cover.
+  int64_t measured_steps() const { return measured_steps_ > 0 ? measured_steps_ : steps_; }
   float last_loss() const { return last_loss_; }
 
  private:
@@ -355,6 +355,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["mode"] = c.mode;
     j["graph_kernel"] = c.graph_kernel;
     j["micro_batches"] = c.micro_batches;
+    j["sink_size"] = c.sink_size;
     j["conv_algorithm"] = c.conv_algorithm;
     j["optimizer"] = c.optimizer;
     j["amp_level"] = c.amp_level;
@@ -364,11 +365,10 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["epochs"] = r.epochs;
     j["steps"] = r.steps;
     j["batch_size"] = c.batch_size;
-    j["sink_size"] = c.sink_size;
     j["parallel_mode"] = job.data_parallel ? "data_parallel" : "stand_alone";
     j["ranks"] = job.ranks;
     j["global_batch_size"] = c.batch_size * job.ranks;
-    if (job.data_parallel && throughput->measured_steps() > 0) {
+    if (job.data_parallel && r.steps > kWarmupSteps) {
       // The all-reduce time per step on the communicator's thread, and the share of it the
       // training thread did not wait for (hidden behind the backward pass).
       const comm::Stats cs = comm::stats();
