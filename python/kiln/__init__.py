@@ -20,6 +20,7 @@ from .context import (GRAPH_MODE, PYNATIVE_MODE, ParallelMode, get_auto_parallel
 from . import amp, communication, nn, ops, train
 from .amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
 from .train import Model, load_checkpoint, load_param_into_net, save_checkpoint
+from .profiler import Profiler
 
 __version__ = "0.1.0"
 

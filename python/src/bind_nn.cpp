@@ -38,6 +38,7 @@ class PythonCell : public nn::Cell {
 
  private:
   void check_new_name(const std::string& name) const {
+    if (name.empty()) return;  // a child without prefix (auto_prefix=False): any number of them
     for (const auto& [child, cell] : children()) {
       KILN_CHECK(child != name, cell_name(), ": attribute '", name,
                  "' already holds a registered cell; a cell's children are fixed once assigned");

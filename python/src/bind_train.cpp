@@ -6,6 +6,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+
 #include "bindings.h"
 #include "kiln/data/dataset.h"
 #include "kiln/models/lenet.h"
@@ -42,15 +44,24 @@ class PythonCallback : public train::Callback {
   }
 };
 
-// Ctrl-C while the engine trains with the GIL released: Python only notes the signal, so after
-// each step (each sink in sink mode) this checks for it under the GIL and ends training with
+// Ctrl-C while the engine trains with the GIL released: Python only notes the signal, so at a
+// step's end (a sink's in sink mode) this checks for it under the GIL and ends training with
 // the KeyboardInterrupt, unwinding the engine's loop (and its pipeline threads) on the way.
+// Taking the GIL waits for the pipeline's threads that run Python, so it is taken at most every
+// kInterval: soon enough for a person, rarely enough not to slow short steps.
 class InterruptCheck : public train::Callback {
  public:
   void on_train_step_end(train::RunContext&) override {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ < kInterval) return;
+    last_check_ = now;
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+
+ private:
+  static constexpr std::chrono::milliseconds kInterval{20};
+  std::chrono::steady_clock::time_point last_check_{};
 };
 
 std::vector<nn::NamedTensor> named_tensors_from(const py::object& value) {
@@ -93,6 +104,7 @@ void bind_train(py::module_& m) {
       .def_readonly("cur_step_in_epoch", &train::CallbackParams::cur_step_in_epoch)
       .def_readonly("steps_this_sink", &train::CallbackParams::steps_this_sink)
       .def_readonly("net_outputs", &train::CallbackParams::net_outputs)
+      .def_readonly("step_losses", &train::CallbackParams::step_losses)
       .def_readonly("dataset_sink_mode", &train::CallbackParams::dataset_sink_mode)
       .def_readonly("batch_size", &train::CallbackParams::batch_size);
   py::class_<train::RunContext>(train, "RunContext")

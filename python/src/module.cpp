@@ -28,6 +28,7 @@ PYBIND11_MODULE(_kiln, m) {
   kiln::python::bind_nn(m);
   kiln::python::bind_optim(m);
   kiln::python::bind_train(m);
+  kiln::python::bind_profile(m);
   kiln::python::bind_dataset(m);
   kiln::python::bind_native_dataset_fallback(m);
 }

@@ -16,7 +16,8 @@ EXPECTED = {
     "modes.py": "GRAPH_MODE: one epoch in",
     "amp.py": "O2 fp16 with dynamic loss scaling:",
     "monitoring.py": "losses per epoch:",
-    "sink_mode.py": "Train epoch time:",
+    "sink_mode.py": "sink ending at step",
+    "profiling.py": "profile written:",
 }
 
 

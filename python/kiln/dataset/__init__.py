@@ -10,13 +10,16 @@
 """
 
 from . import config, transforms, vision
-from .engine import Dataset, DictIterator, TupleIterator
+from .engine import BatchInfo, Dataset, DictIterator, TupleIterator
 from .mindrecord import FileWriter
 from .sources import (FashionMnistDataset, GeneratorDataset, ImageFolderDataset, MindDataset,
                       MnistDataset, NumpySlicesDataset, Shuffle)
+from .samplers import (DistributedSampler, RandomSampler, Sampler, SequentialSampler,
+                       SubsetRandomSampler, SubsetSampler)
 
 __all__ = [
     "Dataset", "DictIterator", "TupleIterator", "GeneratorDataset", "NumpySlicesDataset",
     "MnistDataset", "FashionMnistDataset", "ImageFolderDataset", "MindDataset", "Shuffle",
-    "FileWriter", "config", "transforms", "vision",
+    "FileWriter", "config", "transforms", "vision", "BatchInfo", "Sampler", "SequentialSampler",
+    "RandomSampler", "DistributedSampler", "SubsetSampler", "SubsetRandomSampler",
 ]

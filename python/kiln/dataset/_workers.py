@@ -7,6 +7,7 @@ unlinks (a worker only maps it), so a killed worker leaks nothing. A worker's ex
 with its traceback; a worker that dies is reported by its exit code.
 """
 
+import collections
 import ctypes
 import mmap
 import multiprocessing
@@ -83,12 +84,15 @@ def _die_with_parent():
 
 
 def _serve(work, conn, parent_end):
-    """The worker's loop: (args meta | None) in, ("ok", meta) | ("grow", bytes) | ("error", text)
-    out. `work(*args)` returns one value or a tuple of values."""
+    """The worker's loop. In: ("request_segment", (name, size)), ("reply_segment", (slot, name,
+    size)), ("rows", (slot, indices)), ("args", meta), ("value", args) or None to stop. Out, one
+    reply per request in order: ("ok", (counts, meta)) in the request's reply slot,
+    ("inline", (counts, arrays)) when they do not fit it, or ("error", traceback).
+    `work(*args)` returns one value or a tuple of values."""
     parent_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
     _die_with_parent()
-    request = reply = None
+    request, replies = None, {}
     while True:
         try:
             message = conn.recv()
@@ -97,17 +101,23 @@ def _serve(work, conn, parent_end):
         if message is None:
             return
         kind, payload = message
-        if kind == "map":  # (request name, size, reply name, size): new segments
-            for m in (request, reply):
-                if m is not None:
-                    m.close()
-            request = _Mapping(payload[0], payload[1]) if payload[0] else None
-            reply = _Mapping(payload[2], payload[3])
+        if kind == "request_segment":
+            if request is not None:
+                request.close()
+            request = _Mapping(*payload)
+            continue
+        if kind == "reply_segment":
+            slot, name, size = payload
+            if slot in replies:
+                replies[slot].close()
+            replies[slot] = _Mapping(name, size)
             continue
         try:
+            slot = 0
             if kind == "rows":  # one reply for several rows: work(index) for each
+                slot, indices = payload
                 rows = []
-                for index in payload:
+                for index in indices:
                     try:
                         rows.append(_row_tuple(work(index)))
                     except Exception as error:
@@ -121,15 +131,11 @@ def _serve(work, conn, parent_end):
                 counts = None
             arrays = [_as_array(v) for v in values]
             places, size = _layout(arrays)
-            if size > reply.size:
-                conn.send(("grow", size))
-                kind, payload = conn.recv()  # the parent's "map" with a larger reply segment
-                reply.close()
-                reply = _Mapping(payload[2], payload[3])
-                if payload[0]:
-                    request.close()
-                    request = _Mapping(payload[0], payload[1])
-            conn.send(("ok", (counts, _write(reply.map, arrays, places))))
+            reply = replies.get(slot)
+            if reply is None or size > reply.size:
+                conn.send(("inline", (counts, [np.ascontiguousarray(a) for a in arrays])))
+            else:
+                conn.send(("ok", (counts, _write(reply.map, arrays, places))))
         except Exception:  # pylint: disable=broad-except
             conn.send(("error", traceback.format_exc()))
 
@@ -138,8 +144,23 @@ class WorkerError(RuntimeError):
     """A worker process raised (its traceback is in the message) or died."""
 
 
+def _release(segment, retired):
+    """Unlinks a segment this process created and closes it; one that arrays still view is kept
+    in `retired` (closed with its Worker) instead."""
+    segment.unlink()
+    try:
+        segment.close()
+    except BufferError:
+        retired.append(segment)
+
+
 class Worker:
-    """One worker process calling `work(*args)`; call() is used by one thread at a time."""
+    """One worker process calling `work(*args)`, used by one thread at a time. call() runs one
+    request and waits for it; send_rows()/receive_rows() keep up to two row requests in flight,
+    each with its own reply segment, so the process reads the next block while this one takes
+    the last."""
+
+    SLOTS = 2
 
     def __init__(self, work, what):
         context = multiprocessing.get_context("fork")
@@ -150,28 +171,25 @@ class Worker:
         self._process.start()
         child.close()
         self._request = None
-        self._reply = None
-        self._send_segments(request_bytes=0, reply_bytes=_INITIAL_BYTES)
+        self._replies = [None] * self.SLOTS
+        self._retired = []
+        self._sent = 0  # row requests sent: the next one's slot is _sent % SLOTS
+        for slot in range(self.SLOTS):
+            self._send_reply_segment(slot, _INITIAL_BYTES)
 
     @property
     def pid(self):
         return self._process.pid
 
-    def _segment(self, old, size):
+    def _send_reply_segment(self, slot, size):
+        """A reply segment for `slot` of at least `size` bytes; the caller knows the worker is not
+        writing that slot now (its last request there was answered)."""
+        old = self._replies[slot]
         if old is not None:
-            if old.size >= size:
-                return old
-            old.close()
-            old.unlink()
-        return shared_memory.SharedMemory(create=True, size=max(size, _INITIAL_BYTES))
-
-    def _send_segments(self, request_bytes, reply_bytes):
-        if request_bytes:
-            self._request = self._segment(self._request, request_bytes)
-        self._reply = self._segment(self._reply, reply_bytes)
-        request = self._request
-        self._conn.send(("map", (request.name if request else "", request.size if request else 0,
-                                 self._reply.name, self._reply.size)))
+            _release(old, self._retired)
+        segment = shared_memory.SharedMemory(create=True, size=max(size, _INITIAL_BYTES))
+        self._replies[slot] = segment
+        self._conn.send(("reply_segment", (slot, segment.name, segment.size)))
 
     def _receive(self):
         try:
@@ -181,41 +199,53 @@ class Worker:
             raise WorkerError(f"{self._what}: worker process {self._process.pid} exited with "
                               f"code {self._process.exitcode}") from None
 
-    def call_rows(self, indices):
-        """Runs work(index) for each index in the worker; returns the rows (tuples of arrays
-        viewing the reply segment, valid until the next call)."""
-        return self.call(indices, kind="rows")
-
-    def call(self, args, pass_by_value=False, kind=None):
-        """Runs work(*args) in the worker; returns a tuple of arrays viewing the reply segment,
-        valid until the next call."""
-        if kind is not None:
-            self._conn.send((kind, args))
-        elif pass_by_value:
-            self._conn.send(("value", args))
-        else:
-            arrays = [np.ascontiguousarray(_as_array(a)) for a in args]
-            places, size = _layout(arrays)
-            if self._request is None or size > self._request.size:
-                self._send_segments(request_bytes=size, reply_bytes=self._reply.size)
-            meta = _write(self._request.buf, arrays, places)
-            self._conn.send(("args", meta))
+    def _answer(self, slot):
+        """The reply to the oldest request in flight, whose reply slot is `slot`: (counts,
+        arrays); arrays view the slot's segment until its next request."""
         kind, payload = self._receive()
-        if kind == "grow":
-            self._send_segments(request_bytes=0, reply_bytes=payload)
-            kind, payload = self._receive()
         if kind == "error":
             raise WorkerError(f"{self._what}: exception in worker process "
                               f"{self._process.pid}:\n{payload}")
-        counts, meta = payload
-        arrays = _read(self._reply.buf, meta)
-        if counts is None:
-            return arrays
+        counts, data = payload
+        if kind == "inline":  # too large for the segment: the next reply there will fit
+            self._send_reply_segment(slot, _layout(data)[1])
+            return counts, tuple(data)
+        return counts, _read(self._replies[slot].buf, data)
+
+    def send_rows(self, indices):
+        """Asks for work(index) of each index; returns the slot its receive_rows() reads."""
+        slot = self._sent % self.SLOTS
+        self._sent += 1
+        self._conn.send(("rows", (slot, [int(i) for i in indices])))
+        return slot
+
+    def receive_rows(self, slot):
+        """The rows of the oldest send_rows() in flight (tuples of arrays viewing its reply
+        segment, valid until that slot's next request)."""
+        counts, arrays = self._answer(slot)
         rows, start = [], 0
         for count in counts:
             rows.append(arrays[start:start + count])
             start += count
         return rows
+
+    def call(self, args, pass_by_value=False):
+        """Runs work(*args) in the worker (no row requests in flight); returns a tuple of arrays
+        viewing the reply segment, valid until the next call."""
+        if pass_by_value:
+            self._conn.send(("value", args))
+        else:
+            arrays = [np.ascontiguousarray(_as_array(a)) for a in args]
+            places, size = _layout(arrays)
+            if self._request is None or size > self._request.size:
+                if self._request is not None:
+                    _release(self._request, self._retired)
+                self._request = shared_memory.SharedMemory(create=True,
+                                                           size=max(size, _INITIAL_BYTES))
+                self._conn.send(("request_segment", (self._request.name, self._request.size)))
+            meta = _write(self._request.buf, arrays, places)
+            self._conn.send(("args", meta))
+        return self._answer(0)[1]  # a call's reply goes to slot 0
 
     def interrupt(self):
         """Ends the process at once (a call waiting on it then fails), for Ctrl-C and errors."""
@@ -236,11 +266,10 @@ class Worker:
             self._process.kill()
             self._process.join()
         self._conn.close()
-        for segment in (self._request, self._reply):
+        for segment in [self._request] + self._replies:
             if segment is not None:
-                segment.close()
-                segment.unlink()
-        self._request = self._reply = None
+                _release(segment, self._retired)
+        self._request, self._replies = None, [None] * self.SLOTS
 
 
 _live_workers = weakref.WeakSet()
@@ -280,19 +309,33 @@ class WorkerGroup:
 
 
 class SourceReader:
-    """read(index) for one pipeline reader thread, served by its own worker process."""
+    """read(index) for one pipeline reader thread, served by its own worker process. Blocks the
+    engine announces (will_read) are asked for at once, so the process decodes the next block
+    while this thread takes the last."""
 
     def __init__(self, source, what):
         self._worker = start_worker(source.__getitem__, what)
+        self._in_flight = collections.deque()  # (indices, reply slot), oldest first
 
     def interrupt(self):
         self._worker.interrupt()
 
+    def will_read(self, indices):
+        indices = [int(i) for i in indices]
+        self._in_flight.append((indices, self._worker.send_rows(indices)))
+
     def __call__(self, index):
-        return self._worker.call_rows([int(index)])[0]
+        return self.read_many([index])[0]
 
     def read_many(self, indices):
-        return self._worker.call_rows([int(i) for i in indices])
+        indices = [int(i) for i in indices]
+        if self._in_flight and self._in_flight[0][0] != indices:
+            # Not the block announced next: drop what was asked for ahead.
+            while self._in_flight:
+                self._worker.receive_rows(self._in_flight.popleft()[1])
+        if not self._in_flight:
+            self.will_read(indices)
+        return self._worker.receive_rows(self._in_flight.popleft()[1])
 
     def close(self):
         self._worker.close()

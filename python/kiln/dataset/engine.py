@@ -73,14 +73,34 @@ class Dataset:
             result = result.project(column_order)
         return result
 
-    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, pad_info=None):
+    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None,
+              per_batch_map=None, input_columns=None, output_columns=None, pad_info=None,
+              python_multiprocessing=False, max_rowsize=None):
+        """Groups rows into batches. ``per_batch_map(col_1, ..., batch_info)`` gets each batch's
+        rows before they are stacked, one list of arrays per input column (default: every
+        column) and a BatchInfo, and returns one list per input column (its rows may change
+        shape and number); it runs on the batch stage's threads, under the GIL."""
+        del max_rowsize
+        if per_batch_map is None and (input_columns is not None or output_columns is not None):
+            raise ValueError("batch: input_columns and output_columns go with per_batch_map")
+        if per_batch_map is not None:
+            if not callable(per_batch_map):
+                raise TypeError(f"batch: per_batch_map {per_batch_map!r} is not callable")
+            if output_columns is not None and _names(output_columns) != _names(input_columns):
+                raise ValueError("batch: per_batch_map must return its input columns "
+                                 f"{_names(input_columns)}; output_columns "
+                                 f"{_names(output_columns)} that differ are not available")
+            if python_multiprocessing:
+                raise ValueError("batch: python_multiprocessing=True is not available for "
+                                 "per_batch_map; it runs on the batch stage's threads")
         pads = {}
         for column, (shape, value) in (pad_info or {}).items():
             pads[column] = ([] if shape is None else [-1 if d is None else int(d) for d in shape],
                             float(value))
         return self._derive(self._native.batch(int(batch_size), bool(drop_remainder),
                                                max(1, _workers_or_default(num_parallel_workers)),
-                                               pads))
+                                               pads, per_batch_map, _names(input_columns),
+                                               BatchInfo))
 
     def shuffle(self, buffer_size):
         return self._derive(self._native.shuffle(int(buffer_size)))
@@ -150,6 +170,21 @@ class Dataset:
         """Ends every worker process of this dataset at once (Ctrl-C, an error)."""
         for group in self._worker_groups:
             group.interrupt()
+
+
+class BatchInfo:
+    """What per_batch_map learns about its batch (MindSpore's BatchInfo)."""
+
+    def __init__(self, batch_num, epoch_num):
+        self._batch_num, self._epoch_num = batch_num, epoch_num
+
+    def get_batch_num(self):
+        """The batch's number in its epoch, from 0."""
+        return self._batch_num
+
+    def get_epoch_num(self):
+        """The epoch's number, from 0."""
+        return self._epoch_num
 
 
 def _to_tensor_factory(output_numpy):

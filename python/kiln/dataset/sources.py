@@ -6,6 +6,7 @@ import numpy as np
 
 from . import _workers
 from .engine import Dataset, _native, _names
+from .samplers import SubsetView, plan_of
 
 
 def _shards(num_shards, shard_id):
@@ -26,6 +27,27 @@ def _random_access(source):
     return hasattr(source, "__getitem__") and hasattr(source, "__len__")
 
 
+def _sampled(what, sampler, length, shuffle, num_shards, shard_id, num_samples):
+    """(indices to view or None, shuffle, num_shards, shard_id, num_samples) once `sampler`, if
+    given, has decided them; MindSpore refuses a sampler beside the options it decides."""
+    if sampler is None:
+        return None, shuffle, num_shards, shard_id, num_samples
+    if shuffle is not None or num_shards is not None or shard_id is not None:
+        raise ValueError(f"{what}: give a sampler or shuffle/num_shards/shard_id, not both (the "
+                         "sampler decides them)")
+    plan = plan_of(sampler, length, what)
+    if plan.num_samples is not None:
+        num_samples = plan.num_samples if num_samples is None else min(num_samples,
+                                                                        plan.num_samples)
+    return plan.indices, plan.shuffle, plan.num_shards, plan.shard_id, num_samples
+
+
+def _no_subset(what, indices, sampler):
+    if indices is not None:
+        raise ValueError(f"{what}: {type(sampler).__name__} picks rows by index, which needs a "
+                         "random-access Python source (GeneratorDataset) or NumpySlicesDataset")
+
+
 class GeneratorDataset(Dataset):
     """Rows from Python: a random-access object (`__getitem__` + `__len__`: shuffled, sharded and
     read by `num_parallel_workers` threads), a callable returning an iterator (a generator
@@ -39,9 +61,17 @@ class GeneratorDataset(Dataset):
                  num_samples=None, num_parallel_workers=1, shuffle=None, sampler=None,
                  num_shards=None, shard_id=None, python_multiprocessing=True, max_rowsize=None):
         del column_types, max_rowsize
-        if schema is not None or sampler is not None:
-            raise ValueError("GeneratorDataset: schema and sampler are not supported; give "
-                             "column_names, and shuffle/num_shards/shard_id/num_samples")
+        if schema is not None:
+            raise ValueError("GeneratorDataset: schema is not supported; give column_names")
+        if sampler is not None:
+            if not _random_access(source):
+                raise ValueError("GeneratorDataset: a sampler needs a random-access source "
+                                 "(__getitem__ and __len__); this one can only be iterated")
+            indices, shuffle, num_shards, shard_id, num_samples = _sampled(
+                "GeneratorDataset", sampler, len(source), shuffle, num_shards, shard_id,
+                num_samples)
+            if indices is not None:
+                source = SubsetView(source, indices)
         columns = _names(column_names)
         if not columns:
             raise ValueError("GeneratorDataset: column_names is required")
@@ -103,8 +133,6 @@ class NumpySlicesDataset(Dataset):
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=1,
                  shuffle=None, sampler=None, num_shards=None, shard_id=None):
-        if sampler is not None:
-            raise ValueError("NumpySlicesDataset: sampler is not supported")
         if isinstance(data, dict):
             column_names = column_names or list(data.keys())
             arrays = list(data.values())
@@ -115,6 +143,11 @@ class NumpySlicesDataset(Dataset):
         arrays = [np.ascontiguousarray(a) if not isinstance(a, np.ndarray) else a
                   for a in arrays]
         arrays = [a.astype(np.float32) if a.dtype == np.float64 else a for a in arrays]
+        indices, shuffle, num_shards, shard_id, num_samples = _sampled(
+            "NumpySlicesDataset", sampler, len(arrays[0]) if arrays else 0, shuffle, num_shards,
+            shard_id, num_samples)
+        if indices is not None:
+            arrays = [np.ascontiguousarray(a[list(indices)]) for a in arrays]
         columns = _names(column_names) or [f"column_{i}" for i in range(len(arrays))]
         shards, shard = _shards(num_shards, shard_id)
         super().__init__(_native.numpy_slices(
@@ -134,8 +167,10 @@ class MnistDataset(Dataset):
 
     def __init__(self, dataset_dir, usage=None, num_samples=None, num_parallel_workers=None,
                  shuffle=None, sampler=None, num_shards=None, shard_id=None):
-        if sampler is not None:
-            raise ValueError(f"{type(self).__name__}: sampler is not supported")
+        what = type(self).__name__
+        indices, shuffle, num_shards, shard_id, num_samples = _sampled(
+            what, sampler, None, shuffle, num_shards, shard_id, num_samples)
+        _no_subset(what, indices, sampler)
         shards, shard = _shards(num_shards, shard_id)
         super().__init__(_native.mnist(
             dataset_dir or "", self._fashion, usage or "all", _workers_count(num_parallel_workers),
@@ -155,8 +190,9 @@ class ImageFolderDataset(Dataset):
     def __init__(self, dataset_dir, num_samples=None, num_parallel_workers=None, shuffle=None,
                  sampler=None, extensions=None, class_indexing=None, decode=False,
                  num_shards=None, shard_id=None):
-        if sampler is not None:
-            raise ValueError("ImageFolderDataset: sampler is not supported")
+        indices, shuffle, num_shards, shard_id, num_samples = _sampled(
+            "ImageFolderDataset", sampler, None, shuffle, num_shards, shard_id, num_samples)
+        _no_subset("ImageFolderDataset", indices, sampler)
         shards, shard = _shards(num_shards, shard_id)
         super().__init__(_native.image_folder(
             dataset_dir, bool(decode), list(extensions or []), dict(class_indexing or {}),
@@ -179,8 +215,11 @@ class MindDataset(Dataset):
     def __init__(self, dataset_files, columns_list=None, num_parallel_workers=None, shuffle=None,
                  num_shards=None, shard_id=None, sampler=None, padded_sample=None,
                  num_padded=None, num_samples=None):
-        if sampler is not None or padded_sample is not None or num_padded:
-            raise ValueError("MindDataset: sampler, padded_sample and num_padded are not supported")
+        if padded_sample is not None or num_padded:
+            raise ValueError("MindDataset: padded_sample and num_padded are not supported")
+        indices, shuffle, num_shards, shard_id, num_samples = _sampled(
+            "MindDataset", sampler, None, shuffle, num_shards, shard_id, num_samples)
+        _no_subset("MindDataset", indices, sampler)
         files = [dataset_files] if isinstance(dataset_files, str) else list(dataset_files)
         if shuffle is None or shuffle is True:
             mode = "global"

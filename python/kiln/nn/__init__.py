@@ -6,6 +6,7 @@ from .._kiln.nn import (AvgPool2d, BatchNorm2d, Conv2d, Dense, Dropout, Embeddin
 from .._kiln.nn import (Adam, AdamW, AdamWeightDecay, Momentum, Optimizer, SGD,
                         cosine_decay_lr, linear_warmup, piecewise_constant_lr, step_lr)
 from .metrics import Accuracy, Loss
+from .wrap import TrainOneStepCell, WithLossCell
 
 _native_sequential_init = SequentialCell.__init__
 

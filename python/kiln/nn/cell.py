@@ -11,12 +11,14 @@ _native_init = Cell.__init__
 
 def _cell_init(self, auto_prefix=True, flags=None):
     _native_init(self, type(self).__name__)
+    # auto_prefix=False (MindSpore's wrappers): child cells' parameters keep their own names.
+    object.__setattr__(self, "_auto_prefix", bool(auto_prefix))
 
 
 def _cell_setattr(self, name, value):
     if not name.startswith("_"):
         if isinstance(value, Cell):
-            self._register_cell(name, value)
+            self._register_cell(name if getattr(self, "_auto_prefix", True) else "", value)
         elif isinstance(value, Parameter):
             if value.name is None:
                 value.name = name
@@ -41,9 +43,15 @@ def _parameters_dict(self):
     return dict(self._parameters_and_names())
 
 
+def _set_grad(self, requires_grad=True):
+    """MindSpore's switch for building the backward graph: Kiln differentiates what it trains."""
+    return self
+
+
 Cell.__init__ = _cell_init
 Cell.__setattr__ = _cell_setattr
 Cell.__call__ = _cell_call
 Cell.parameters_and_names = _parameters_and_names
 Cell.get_parameters = _get_parameters
 Cell.parameters_dict = _parameters_dict
+Cell.set_grad = _set_grad

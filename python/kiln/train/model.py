@@ -9,6 +9,7 @@ from .. import _kiln
 from ..amp import LossScaleManager
 from ..common.tensor import Tensor
 from ..nn.metrics import Metric
+from ..nn.wrap import TrainOneStepCell, network_and_loss
 
 
 def _release_workers(dataset):
@@ -24,6 +25,13 @@ def _native_dataset(dataset, method):
         raise TypeError(f"Model.{method}: {type(dataset).__name__} is not a Kiln data set; "
                         "build it with kiln.dataset (GeneratorDataset, MnistDataset, ...), whose "
                         "pipeline runs in the engine")
+    columns = native.get_col_names()
+    if len(columns) != 2:
+        # The engine's cells take one input tensor: a row is (data, label).
+        raise ValueError(f"Model.{method}: the data set's rows have {len(columns)} column(s) "
+                         f"{columns}; Kiln's Model trains on (data, label), one input column and "
+                         "the label: keep two with dataset.project([...]), or join inputs in a "
+                         "map")
     return native
 
 
@@ -55,10 +63,16 @@ class Model:
         if loss_scale_manager is not None and not isinstance(loss_scale_manager, LossScaleManager):
             raise TypeError("Model: loss_scale_manager must be a kiln.amp.FixedLossScaleManager or "
                             "DynamicLossScaleManager")
+        self._metrics = _metric_names(metrics)
+        # MindSpore's other forms: Model(TrainOneStepCell(...)), and Model(net_with_loss,
+        # optimizer=...) where the network computes the loss from (data, label) itself.
+        if isinstance(network, TrainOneStepCell) and loss_fn is None and optimizer is None:
+            network, optimizer = network.network, network.optimizer
+        if loss_fn is None and optimizer is not None:
+            network, loss_fn = network_and_loss(network)
         self._network = network
         self._loss_fn = loss_fn
         self._optimizer = optimizer
-        self._metrics = _metric_names(metrics)
         self._native = None
         if loss_fn is not None and optimizer is not None:
             self._native = _kiln.train.Model(
@@ -83,7 +97,15 @@ class Model:
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1,
               initial_epoch=0):
-        """Trains to ``epoch`` epochs. In sink mode callbacks' step hooks fire once per sink."""
+        """Trains to ``epoch`` epochs (passes over ``train_dataset``).
+
+        With ``dataset_sink_mode=True`` each sink runs ``sink_size`` steps inside the engine
+        (-1: the whole epoch), batches going from the pipeline straight into the step, with no
+        Python in between; callbacks' step hooks fire once per sink, and
+        ``cb_params.step_losses`` holds each of its steps' losses (LossMonitor prints them all
+        at the sink's end). Ctrl-C ends training with KeyboardInterrupt at a sink's end.
+        Unlike MindSpore, ``sink_size`` does not redefine an epoch: one that it does not divide
+        ends with a shorter sink."""
         native = self._require_native("train")
         if callbacks is None:
             callbacks = []

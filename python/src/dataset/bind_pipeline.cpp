@@ -3,6 +3,7 @@
 // its threads take the GIL to call Python sources and functions.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "dataset/bind_dataset.h"
@@ -10,6 +11,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/config.h"
 #include "kiln/data/dataset.h"
+#include "tensor_convert.h"
 
 namespace kiln::python {
 
@@ -65,6 +67,58 @@ void check_python_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
+// MindSpore's per_batch_map(col_1, ..., col_k, batch_info) on the batch stage's threads: each
+// input column as a list of numpy arrays (views of the rows), results as k lists of arrays.
+data::PerBatchMap python_per_batch_map(py::object fn, const data::Dataset& d,
+                                       const std::vector<std::string>& input_columns,
+                                       py::object batch_info_type) {
+  const std::vector<std::string> names = d.get_col_names();
+  std::vector<size_t> picked;
+  for (const std::string& c : input_columns.empty() ? names : input_columns) {
+    auto at = std::find(names.begin(), names.end(), c);
+    if (at == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw Error("batch: per_batch_map's input column '" + c +
+                  "' is not a column of the data set (" + known + ")");
+    }
+    picked.push_back(size_t(at - names.begin()));
+  }
+  // The batch stage names the stage, the batch and the epoch in front of this.
+  const std::string what =
+      "function " + py::str(py::getattr(fn, "__qualname__", py::repr(fn))).cast<std::string>();
+  PyHandle call = hold(std::move(fn)), info_type = hold(std::move(batch_info_type));
+  return [call, info_type, picked, what](std::vector<std::vector<Tensor>>& columns,
+                                         const data::BatchInfo& info) {
+    py::gil_scoped_acquire gil;
+    try {
+      py::list args;
+      for (size_t c : picked) {
+        py::list rows;
+        for (const Tensor& t : columns[c]) rows.append(to_numpy(t));
+        args.append(std::move(rows));
+      }
+      args.append((*info_type)(info.batch_num, info.epoch_num));
+      py::object result = (*call)(*args);
+      py::tuple out =
+          py::isinstance<py::tuple>(result) ? py::tuple(result) : py::make_tuple(result);
+      if (out.size() != picked.size()) {
+        throw Error(kiln::detail::concat(what, " returned ", out.size(), " values for ",
+                                         picked.size(), " input columns"));
+      }
+      for (size_t k = 0; k < picked.size(); ++k) {
+        std::vector<Tensor>& column = columns[picked[k]];
+        column.clear();
+        for (py::handle row : py::reinterpret_borrow<py::iterable>(out[k])) {
+          column.push_back(tensor_from_python(row, what + " result"));
+        }
+      }
+    } catch (py::error_already_set& e) {
+      throw_python_error(e, what);
+    }
+  };
+}
+
 data::BatchOptions batch_options(
     int num_parallel_workers,
     const std::map<std::string, std::pair<std::vector<int64_t>, double>>& pad_info) {
@@ -101,12 +155,19 @@ void bind_pipeline(py::module_& m) {
           "batch",
           [](const data::Dataset& d, int64_t batch_size, bool drop_remainder,
              int num_parallel_workers,
-             const std::map<std::string, std::pair<std::vector<int64_t>, double>>& pad_info) {
-            return d.batch(batch_size, drop_remainder,
-                           batch_options(num_parallel_workers, pad_info));
+             const std::map<std::string, std::pair<std::vector<int64_t>, double>>& pad_info,
+             py::object per_batch_map, Strings input_columns, py::object batch_info_type) {
+            data::BatchOptions o = batch_options(num_parallel_workers, pad_info);
+            if (!per_batch_map.is_none()) {
+              o.per_batch_map = python_per_batch_map(std::move(per_batch_map), d, input_columns,
+                                                     std::move(batch_info_type));
+            }
+            return d.batch(batch_size, drop_remainder, std::move(o));
           },
           arg("batch_size"), arg("drop_remainder") = false, arg("num_parallel_workers") = 1,
-          arg("pad_info") = std::map<std::string, std::pair<std::vector<int64_t>, double>>{})
+          arg("pad_info") = std::map<std::string, std::pair<std::vector<int64_t>, double>>{},
+          arg("per_batch_map") = py::none(), arg("input_columns") = Strings{},
+          arg("batch_info_type") = py::none())
       .def("repeat", &data::Dataset::repeat, arg("count") = -1)
       .def("skip", &data::Dataset::skip, arg("count"))
       .def("take", &data::Dataset::take, arg("count"))

@@ -23,7 +23,10 @@ void close_reader(PyHandle& object) {
 class PythonReader : public data::SourceReader {
  public:
   PythonReader(PyHandle read, const PythonSource& source)
-      : read_(std::move(read)), src_(source), many_(py::hasattr(*read_, "read_many")) {}
+      : read_(std::move(read)),
+        src_(source),
+        many_(py::hasattr(*read_, "read_many")),
+        ahead_(py::hasattr(*read_, "will_read")) {}
   ~PythonReader() override { close_reader(read_); }
   void read(int64_t index, std::vector<Tensor>& columns) override {
     py::gil_scoped_acquire gil;
@@ -35,6 +38,17 @@ class PythonReader : public data::SourceReader {
     }
   }
   bool reads_many() const override { return many_; }
+  // A reader backed by a worker process starts on the next block while this thread takes the
+  // current one.
+  void will_read(const std::vector<int64_t>& indices) override {
+    if (!ahead_) return;
+    py::gil_scoped_acquire gil;
+    try {
+      read_->attr("will_read")(indices);
+    } catch (py::error_already_set& e) {
+      throw_python_error(e, src_.name() + " source");
+    }
+  }
   // One call for a block of rows: a reader backed by a worker process makes one round trip.
   void read_many(const std::vector<int64_t>& indices, std::vector<data::Row>& rows) override {
     py::gil_scoped_acquire gil;
@@ -57,6 +71,7 @@ class PythonReader : public data::SourceReader {
   PyHandle read_;
   const PythonSource& src_;
   bool many_;
+  bool ahead_;
 };
 
 class PythonIteratorReader : public data::SequentialReader {

@@ -52,42 +52,47 @@ constexpr int64_t kMaxBatchSize = 1 << 20;
 constexpr double kMaxLr = 1000;
 constexpr int64_t kMaxContext = 1 << 16;
 
-// Measures steady-state throughput: images of the steps after the first kWarmupSteps.
+// Measures steady-state throughput: images of the steps after the first kWarmupSteps (from the
+// first sink end past them, in sink mode).
 class ThroughputMonitor : public train::Callback {
  public:
   void on_train_step_end(train::RunContext& ctx) override {
     const auto& p = ctx.original_args();
-    ++steps_;
+    const int64_t before = steps_;
+    steps_ += p.steps_this_sink;
+    const int64_t images = p.batch_size * p.steps_this_sink;
     auto now = Clock::now();
-    if (steps_ == kWarmupSteps) {
+    if (before < kWarmupSteps && steps_ >= kWarmupSteps) {
       start_ = now;
-      images_ = 0;
+      measured_images_ = measured_steps_ = 0;
       comm::reset_stats();  // data parallel: communication of the measured steps only
-    } else {
-      images_ += p.batch_size * p.steps_this_sink;
+    } else if (before >= kWarmupSteps) {
+      measured_images_ += images;
+      measured_steps_ += p.steps_this_sink;
     }
-    if (steps_ == 1) first_ = now;
     end_ = now;
-    total_images_ += p.batch_size * p.steps_this_sink;
+    total_images_ += images;
     last_loss_ = p.net_outputs;
   }
   void on_train_begin(train::RunContext&) override { begin_ = Clock::now(); }
   void on_train_epoch_begin(train::RunContext&) override { ++epochs_; }
   int64_t epochs() const { return epochs_; }
   double images_per_sec() const {
-    if (steps_ > kWarmupSteps) {
-      return double(images_) / std::chrono::duration<double>(end_ - start_).count();
+    if (measured_steps_ > 0) {
+      return double(measured_images_) / std::chrono::duration<double>(end_ - start_).count();
     }
     double s = std::chrono::duration<double>(end_ - begin_).count();
     return s > 0 ? double(total_images_) / s : 0.0;
   }
   int64_t steps() const { return steps_; }
+  // The steps that images_per_sec() and the communication statistics cover.
+  int64_t measured_steps() const { return measured_steps_ > 0 ? measured_steps_ : steps_; }
   float last_loss() const { return last_loss_; }
 
  private:
-  int64_t steps_ = 0, images_ = 0, total_images_ = 0, epochs_ = 0;
+  int64_t steps_ = 0, measured_steps_ = 0, measured_images_ = 0, total_images_ = 0, epochs_ = 0;
   float last_loss_ = 0;
-  Clock::time_point begin_, first_, start_, end_;
+  Clock::time_point begin_, start_, end_;
 };
 
 std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
@@ -156,6 +161,12 @@ void validate(const TrainConfig& c) {
   }
   if (c.print_every < 0) {
     throw Error("kiln train: --print-every must be >= 0, got " + std::to_string(c.print_every));
+  }
+  if (c.sink_size < -1) {
+    throw Error(
+        "kiln train: --sink-size must be -1 (a sink per epoch), 0 (off) or a step count, "
+        "got " +
+        std::to_string(c.sink_size));
   }
   if (c.conv_algorithm != "auto" && c.conv_algorithm != "direct" &&
       c.conv_algorithm != "winograd") {
@@ -292,6 +303,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
         << at.step_in_epoch << " (global step " << at.global_step << ")\n";
   }
   if (c.steps > 0) options.max_steps = c.steps;
+  options.dataset_sink_mode = c.sink_size != 0;
+  options.sink_size = c.sink_size != 0 ? c.sink_size : -1;
 
   auto throughput = std::make_shared<ThroughputMonitor>();
   std::vector<train::CallbackPtr> callbacks{
@@ -308,9 +321,11 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   std::unique_ptr<Profiler> profiler;
   if (!c.profile.empty()) {
     profiler = std::make_unique<Profiler>(ProfilerOptions{.output_path = c.profile});
-    profiler->annotate("command", "kiln train --model " + c.model + " --mode " + c.mode +
-                                      " --batch-size " + std::to_string(c.batch_size) +
-                                      " --amp-level " + c.amp_level);
+    profiler->annotate(
+        "command",
+        "kiln train --model " + c.model + " --mode " + c.mode + " --batch-size " +
+            std::to_string(c.batch_size) + " --amp-level " + c.amp_level +
+            (c.sink_size != 0 ? " --sink-size " + std::to_string(c.sink_size) : std::string()));
     profiler->annotate("kernel threads", std::to_string(num_threads()));
   }
   model.train(epochs, train_ds, callbacks, options);
@@ -357,6 +372,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     j["mode"] = c.mode;
     j["graph_kernel"] = c.graph_kernel;
     j["micro_batches"] = c.micro_batches;
+    j["sink_size"] = c.sink_size;
     j["conv_algorithm"] = c.conv_algorithm;
     j["optimizer"] = c.optimizer;
     j["amp_level"] = c.amp_level;
@@ -379,7 +395,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
       // The all-reduce time per step on the communicator's thread, and the share of it the
       // training thread did not wait for (hidden behind the backward pass).
       const comm::Stats cs = comm::stats();
-      j["allreduce_ms_per_step"] = double(cs.busy_ns) / 1e6 / double(r.steps - kWarmupSteps);
+      j["allreduce_ms_per_step"] = double(cs.busy_ns) / 1e6 / double(throughput->measured_steps());
       // Waiting includes handing a bucket to the thread, so tiny buckets can wait longer than
       // they took: the share is clamped at 0.
       j["allreduce_hidden"] =
@@ -488,6 +504,11 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--resume", c->resume, "Resume from a checkpoint written with --ckpt-dir");
   cmd->add_option("--print-every", c->print_every, "Steps between loss lines (default 100)")
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--sink-size", c->sink_size,
+                  "Dataset sink mode: run N steps back to back per sink, fed straight from the "
+                  "pipeline, with the callbacks (loss lines, checkpoints) once per sink; -1: one "
+                  "sink per epoch (default 0: off)")
+      ->check(integer_in(-1, std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--json", c->json, "Print a JSON summary as the last line");
   cmd->add_option("--parallel-mode", c->parallel_mode,
                   "stand_alone | data_parallel (or data): under mpirun or kiln launch, data "

@@ -46,8 +46,11 @@ struct TrainConfig {
   std::string resume;
   bool json = false;
   int64_t print_every = 100;  // LossMonitor's per_print_times
-  std::string dump_graph;     // graph mode: write the IR before and after the passes there
-  bool compile_log = true;    // graph mode: a stderr line per compiled graph
+  // Dataset sink mode: steps run back to back per sink, callbacks once per sink (-1: one sink
+  // per epoch; 0: off, callbacks every step).
+  int64_t sink_size = 0;
+  std::string dump_graph;   // graph mode: write the IR before and after the passes there
+  bool compile_log = true;  // graph mode: a stderr line per compiled graph
   // stand_alone | data_parallel (or data): under mpirun, DATA_PARALLEL over the job's ranks;
   // --batch-size is then per rank (MindSpore's meaning).
   // auto_parallel (or auto): AUTO_PARALLEL over the job's ranks in graph mode, each op split as

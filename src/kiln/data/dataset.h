@@ -42,10 +42,22 @@ struct PadInfo {
   double value = 0;  // fill value
 };
 
+// Where a batch is: its number in its epoch and the epoch's, both from 0 (MindSpore's BatchInfo).
+struct BatchInfo {
+  int64_t batch_num = 0;
+  int64_t epoch_num = 0;
+};
+// MindSpore's per_batch_map: gets a batch's rows before they are collated, one list per column
+// (columns[c][r]), and may change them in place: values, shapes (then collated as pad_info says)
+// and the number of rows, which must stay the same in every column.
+using PerBatchMap =
+    std::function<void(std::vector<std::vector<Tensor>>& columns, const BatchInfo&)>;
+
 struct BatchOptions {
   int num_parallel_workers = 1;                  // threads copying rows into batch tensors
   std::map<std::string, PadInfo> pad_info = {};  // columns whose rows may differ in shape
   int prefetch_size = 0;
+  PerBatchMap per_batch_map = {};  // runs on the batch stage's threads
 };
 
 struct IteratorOptions {

@@ -138,6 +138,7 @@ class Collator {
   }
 
   void operator()(Block& block) const {
+    if (node_.batch_options.per_batch_map) apply_per_batch_map(block);
     auto& rows = block.rows;
     Row out;
     out.index = block.first_row;
@@ -202,6 +203,40 @@ class Collator {
   }
 
  private:
+  void apply_per_batch_map(Block& block) const {
+    const size_t ncols = node_.columns.size();
+    std::vector<std::vector<Tensor>> columns(ncols);
+    for (Row& r : block.rows) {
+      for (size_t c = 0; c < ncols; ++c) columns[c].push_back(std::move(r.columns[c]));
+    }
+    const std::string where = kiln::detail::concat(name, ": per_batch_map on batch ",
+                                                   block.batch_num, " of epoch ", block.epoch_num);
+    try {
+      node_.batch_options.per_batch_map(columns, {block.batch_num, block.epoch_num});
+    } catch (const std::exception& e) {
+      throw Error(where + ": " + e.what());
+    }
+    if (columns.size() != ncols) {
+      throw Error(
+          kiln::detail::concat(where, " returned ", columns.size(), " columns, not ", ncols));
+    }
+    const size_t n = columns[0].size();
+    for (size_t c = 0; c < ncols; ++c) {
+      if (columns[c].size() != n || n == 0) {
+        throw Error(kiln::detail::concat(where, " returned ", columns[c].size(),
+                                         " rows of column '", node_.columns[c], "' and ", n,
+                                         " of column '", node_.columns[0],
+                                         "': every column needs one row or more, "
+                                         "as many as the others"));
+      }
+    }
+    block.rows.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      block.rows[i].columns.resize(ncols);
+      for (size_t c = 0; c < ncols; ++c) block.rows[i].columns[c] = std::move(columns[c][i]);
+    }
+  }
+
   const DatasetNode& node_;
   std::string name;
   std::vector<const PadInfo*> pad_;
@@ -232,9 +267,11 @@ class BatchGroupStage : public Stage {
   void work() {
     WorkerClock clock(counters);
     Block in, pending;
-    int64_t seq = 0, batch_no = 0;
+    int64_t seq = 0, batch_no = 0, epoch = 0, batch_in_epoch = 0;
     auto emit_pending = [&]() {
       pending.first_row = batch_no++;
+      pending.batch_num = batch_in_epoch++;
+      pending.epoch_num = epoch;
       if (collate_) (*collate_)(pending);
       Block b = std::move(pending);
       pending = Block();
@@ -251,6 +288,8 @@ class BatchGroupStage : public Stage {
             return;
           }
         }
+        ++epoch;
+        batch_in_epoch = 0;
         Block marker;
         marker.epoch_end = true;
         if (!push(clock, seq++, std::move(marker))) return;

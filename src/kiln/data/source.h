@@ -55,6 +55,11 @@ class SourceReader {
   // Fills rows[k].columns (each arrives empty) with row indices[k]. Throw as read() does, naming
   // the row that failed in the message (the engine names the block's rows).
   virtual void read_many(const std::vector<int64_t>& indices, std::vector<Row>& rows);
+  // With reads_many(): the engine announces each block before it reads it, up to one block
+  // ahead (will_read(A), will_read(B), read_many(A), will_read(C), read_many(B), ...), so a
+  // reader backed by another process works on B while this thread takes A. Only a hint: the
+  // default ignores it.
+  virtual void will_read(const std::vector<int64_t>& indices) { (void)indices; }
 };
 
 // Reads an iterable source front to back. The engine makes one per epoch, in one thread.

@@ -121,13 +121,29 @@ class RandomAccessSourceStage : public Stage {
       throw Error(name + ": cannot open a reader: " + e.what());
     }
     WorkerClock clock(counters);
-    Task t;
-    while (!p.failed() && next_task(p, t)) {
+    // A reader that reads blocks at once learns each block one block ahead (will_read), so a
+    // worker process behind it has two in flight: the one this thread takes and the next.
+    const bool ahead = reader->reads_many();
+    auto announce = [&](const Task& task) {
+      if (ahead && task.end > task.begin) {
+        reader->will_read(
+            std::vector<int64_t>(task.order->begin() + task.begin, task.order->begin() + task.end));
+      }
+    };
+    Task t, next;
+    bool have = !p.failed() && next_task(p, t);
+    if (have) announce(t);
+    while (have) {
+      bool have_next = false;
+      if (ahead) {
+        have_next = !p.failed() && next_task(p, next);
+        if (have_next) announce(next);
+      }
       Block b;
       b.first_row = t.first_row;
       b.epoch_end = t.epoch_end;
       b.rows.resize(size_t(t.end - t.begin));
-      if (t.end > t.begin && reader->reads_many()) {
+      if (t.end > t.begin && ahead) {
         read_block(*reader, t, b);
       } else {
         for (int64_t i = t.begin; i < t.end; ++i) {
@@ -144,6 +160,12 @@ class RandomAccessSourceStage : public Stage {
         }
       }
       if (!push(clock, t.seq, std::move(b))) return;
+      if (ahead) {
+        t = std::move(next);
+        have = have_next;
+      } else {
+        have = !p.failed() && next_task(p, t);
+      }
     }
   }
 

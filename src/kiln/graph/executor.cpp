@@ -139,6 +139,7 @@ void Executable::take_inputs(std::span<const Tensor> inputs) {
     Tensor& bound = bound_[size_t(graph_.inputs()[i])];
     if (!inputs_in_place_[i]) {
       bound.copy_from(inputs[i]);
+      input_bytes_copied_ += int64_t(inputs[i].nbytes());
       continue;
     }
     // Kernels were built for the graph's strides and may assume the arena's 64-byte alignment:
@@ -152,6 +153,7 @@ void Executable::take_inputs(std::span<const Tensor> inputs) {
       if (!stage.defined())
         stage = Tensor::empty_strided(bound.shape(), bound.strides(), bound.dtype());
       stage.copy_from(inputs[i]);
+      input_bytes_copied_ += int64_t(inputs[i].nbytes());
       from = &stage;
     }
     Storage& slot = *input_slots_[i];

@@ -145,6 +145,9 @@ class Executable {
   bool accepts(std::span<const Tensor> inputs) const;
   // The threads launch i runs on (chosen at bind time).
   int launch_threads(size_t i) const;
+  // Bytes of graph inputs copied so far (into the arena, or staged for an unaligned or strided
+  // batch): 0 while every batch was read where the caller keeps it.
+  int64_t input_bytes_copied() const { return input_bytes_copied_; }
 
  private:
   struct Launch;
@@ -179,6 +182,7 @@ class Executable {
   bool profile_ = false;
   std::vector<double> launch_ns_;  // per launch, when profiling
   int64_t steps_run_ = 0;          // to notice a replaced storage
+  int64_t input_bytes_copied_ = 0;
   uint64_t id_ = 0;
   size_t first_update_ = 0;       // updates_last: the launches from here on are the updates
   bool updates_pending_ = false;  // run_until_updates() ran, run_updates() may follow

@@ -21,7 +21,11 @@ void Cell::collect(const std::string& prefix, bool params, bool buffers,
   if (buffers) {
     for (const auto& [n, t] : buffers_) out.emplace_back(prefix + n, t);
   }
-  for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, buffers, out);
+  // A child registered without a name (MindSpore's auto_prefix=False: WithLossCell's backbone)
+  // lends its parameters their own names.
+  for (const auto& [n, child] : children_) {
+    child->collect(n.empty() ? prefix : prefix + n + ".", params, buffers, out);
+  }
 }
 
 std::vector<NamedTensor> Cell::parameters_and_names() const {

@@ -1,7 +1,8 @@
 #pragma once
 // Training callbacks with MindSpore's hooks and parameters. A callback sees the run through
-// RunContext::original_args(); in dataset sink mode the step hooks fire once per sink, not per
-// step.
+// RunContext::original_args(); in dataset sink mode the step hooks fire once per sink (begin
+// before its first step, end after its last), not per step, and step_losses holds the loss of
+// every step of the sink.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,6 +25,8 @@ struct CallbackParams {
   int64_t cur_step_in_epoch = 0;  // 1-based
   int64_t steps_this_sink = 1;    // steps run since the last step_end (>1 in sink mode)
   float net_outputs = 0.f;        // the last step's loss
+  // The loss of each of those steps_this_sink steps, in order (the last is net_outputs).
+  std::vector<float> step_losses;
   bool dataset_sink_mode = false;
   int64_t batch_size = 0;  // rows in the last batch
 };

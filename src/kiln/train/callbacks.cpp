@@ -43,17 +43,29 @@ void LossMonitor::on_train_begin(RunContext& ctx) {
 
 void LossMonitor::on_train_step_end(RunContext& ctx) {
   const CallbackParams& p = ctx.original_args();
-  if (!std::isfinite(p.net_outputs)) {
-    throw Error("epoch: " + std::to_string(p.cur_epoch_num) +
-                " step: " + std::to_string(p.cur_step_in_epoch) + ". Invalid loss " +
-                format_loss(p.net_outputs) + ", terminating training.");
+  // The steps since the last call: a whole sink in sink mode, else one (a caller that keeps no
+  // step_losses gives only net_outputs).
+  const std::vector<float> last{p.net_outputs};
+  const std::vector<float>& losses = p.step_losses.empty() ? last : p.step_losses;
+  const int64_t steps = int64_t(losses.size());
+  bool printed = false;
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t before_last = steps - 1 - k;
+    const int64_t step = p.cur_step_num - before_last;
+    const int64_t step_in_epoch = p.cur_step_in_epoch - before_last;
+    const float loss = losses[size_t(k)];
+    if (!std::isfinite(loss)) {
+      throw Error("epoch: " + std::to_string(p.cur_epoch_num) +
+                  " step: " + std::to_string(step_in_epoch) + ". Invalid loss " +
+                  format_loss(loss) + ", terminating training.");
+    }
+    if (per_print_times_ == 0 || step - last_print_step_ < per_print_times_) continue;
+    last_print_step_ = step;
+    stream_or_cout(out_) << "epoch: " << p.cur_epoch_num << " step: " << step_in_epoch
+                         << ", loss is " << format_loss(loss) << '\n';
+    printed = true;
   }
-  if (per_print_times_ == 0 || p.cur_step_num - last_print_step_ < per_print_times_) return;
-  last_print_step_ = p.cur_step_num;
-  std::ostream& out = stream_or_cout(out_);
-  out << "epoch: " << p.cur_epoch_num << " step: " << p.cur_step_in_epoch << ", loss is "
-      << format_loss(p.net_outputs) << '\n';
-  out.flush();
+  if (printed) stream_or_cout(out_).flush();
 }
 
 TimeMonitor::TimeMonitor(int64_t data_size, std::ostream* out) : data_size_(data_size), out_(out) {

@@ -12,7 +12,8 @@ namespace kiln::train {
 
 // Prints "epoch: 1 step: 100, loss is 0.51" every per_print_times steps (step counted within the
 // epoch, as MindSpore does). A NaN or infinite loss ends training with an Error naming the
-// epoch and step.
+// epoch and step. In sink mode the lines of a sink's steps come together at its end, the same
+// lines as without sink mode.
 class LossMonitor : public Callback {
  public:
   explicit LossMonitor(int64_t per_print_times = 1, std::ostream* out = nullptr);

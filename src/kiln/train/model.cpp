@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include "kiln/amp/autocast.h"
@@ -325,6 +326,10 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
     }
   }
   for_each_callback(&Callback::on_train_begin);
+  // Steps per sink: without sink mode every step is a sink of its own, so the hooks fire per step.
+  const int64_t steps_per_sink = !sink           ? 1
+                                 : sink_size > 0 ? sink_size
+                                                 : std::numeric_limits<int64_t>::max();
   int64_t steps_run = 0;
   bool stop = false;
   for (int64_t epoch = options.initial_epoch; epoch < epochs && !stop; ++epoch) {
@@ -340,8 +345,14 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
     }
     while (more) {
       check_row(row, "train");
-      if (!sink) for_each_callback(&Callback::on_train_step_begin);
+      if (in_sink == 0) {
+        params.step_losses.clear();
+        for_each_callback(&Callback::on_train_step_begin);
+      }
+      // Within a sink nothing but the steps runs: the batch the pipeline made is the step's
+      // input as it is (graph mode reads it in place), the loss is kept for the sink's end.
       params.net_outputs = graph ? graph_step(row[0], row[1]) : eager_step(row[0], row[1]);
+      params.step_losses.push_back(params.net_outputs);
       params.batch_size = row[0].rank() > 0 ? row[0].dim(0) : 1;
       ++params.cur_step_in_epoch;
       params.cur_step_num = optimizer_->global_step();
@@ -349,8 +360,7 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
       ++in_sink;
       stop = ctx.get_stop_requested() || (options.max_steps >= 0 && steps_run >= options.max_steps);
       more = !stop && next_batch(it, row);
-      bool sink_done = !more || (sink_size > 0 && in_sink >= sink_size);
-      if (!sink || sink_done) {
+      if (!more || in_sink >= steps_per_sink) {
         params.steps_this_sink = in_sink;
         in_sink = 0;
         for_each_callback(&Callback::on_train_step_end);

@@ -39,7 +39,11 @@ struct ModelOptions {
 };
 
 struct TrainOptions {
-  // Callbacks' step hooks fire once per sink of sink_size steps (-1: one sink per epoch).
+  // Dataset sink mode: each sink runs sink_size steps back to back, fed straight from the
+  // pipeline, with no callback between them (-1: one sink per epoch; an epoch that sink_size
+  // does not divide ends with a shorter sink). Callbacks' step hooks fire once per sink and see
+  // every step's loss in CallbackParams::step_losses. Epochs stay passes over the data (in
+  // MindSpore, sink_size > 0 makes each epoch sink_size steps instead).
   bool dataset_sink_mode = false;
   int64_t sink_size = -1;
   int64_t initial_epoch = 0;  // epochs already done (resume): training runs epochs initial..N-1
@@ -90,6 +94,8 @@ class Model {
   int64_t skipped_steps() const;
   // The loss-scale manager (its scale() is the one the next step uses); null without scaling.
   const amp::LossScaleManager* loss_scale_manager() const { return loss_scale_.get(); }
+  // Graph mode: the compiled training step (null before the first graph-mode step).
+  const CompiledTrainStep* compiled_step() const { return compiled_.get(); }
 
  private:
   void check_trainable() const;

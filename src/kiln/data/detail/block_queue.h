@@ -23,6 +23,8 @@ struct Block {
   std::vector<Row> rows;
   int64_t first_row = 0;   // position of rows[0] in the stream since the pipeline started
   bool epoch_end = false;  // marks the end of an epoch (carries no rows)
+  // A batch stage's block: the batch it becomes, counted in its epoch, and the epoch (from 0).
+  int64_t batch_num = 0, epoch_num = 0;
 };
 
 class BlockQueue {
