@@ -88,8 +88,6 @@ class Model {
   optim::Optimizer& optimizer() { return *optimizer_; }
   // Steps trained so far (the optimizer's global step).
   int64_t global_step() const { return optimizer_->global_step(); }
-  // Graph mode: the compiled step (null before the first graph-mode step).
-  const CompiledTrainStep* compiled_step() const { return compiled_.get(); }
   // Steps whose update was skipped because the loss-scaled gradients overflowed.
   int64_t skipped_steps() const;
   // The loss-scale manager (its scale() is the one the next step uses); null without scaling.
