@@ -92,34 +92,6 @@ int64_t mobilenet_v2(int64_t in, int64_t classes) {
   return n + conv(1, 320, 1280) + bn(1280) + dense(1280, classes);
 }
 
-TEST(ConvNets, ParametersMatchThePublishedArchitectures) {
-  // ImageNet's 1000 classes of 224x224 RGB: torchvision's totals.
-  const ModelConfig imagenet{
-      .num_classes = 1000, .in_channels = 3, .image_height = 224, .image_width = 224};
-  EXPECT_EQ(trainable(*create("resnet18", imagenet)), 11689512);
-  EXPECT_EQ(trainable(*create("resnet50", imagenet)), 25557032);
-  EXPECT_EQ(trainable(*create("mobilenetv2", imagenet)), 3504872);
-  EXPECT_EQ(imagenet_resnet(18, 3, 1000, 7), 11689512);
-  EXPECT_EQ(imagenet_resnet(50, 3, 1000, 7), 25557032);
-  EXPECT_EQ(mobilenet_v2(3, 1000), 3504872);
-  // The CIFAR formula gives ResNet-20's count (tests/models/zoo_test.cpp) too.
-  EXPECT_EQ(cifar_resnet(20, 1, 10), 272186);
-}
-
-TEST(ConvNets, ParametersFollowTheConfiguration) {
-  // Fashion-MNIST's 10 classes of 28x28 grey images: the ImageNet ResNets take the 3x3 stem;
-  // MobileNetV2's strides change, not its size.
-  const ModelConfig c{.num_classes = 10, .in_channels = 1, .image_height = 28, .image_width = 28};
-  EXPECT_EQ(trainable(*create("resnet56", c)), cifar_resnet(56, 1, 10));
-  EXPECT_EQ(trainable(*create("resnet18", c)), imagenet_resnet(18, 1, 10, 3));
-  EXPECT_EQ(trainable(*create("resnet50", c)), imagenet_resnet(50, 1, 10, 3));
-  EXPECT_EQ(trainable(*create("mobilenetv2", c)), mobilenet_v2(1, 10));
-  // 27 basic blocks, 2 shortcut BNs, the stem's: 57 BatchNorms, each with two running statistics.
-  EXPECT_EQ(create("resnet56", c)->buffers_and_names().size(), 2u * (1 + 2 * 27 + 2));
-}
-
-const char* const kModels[] = {"resnet56", "resnet18", "resnet50", "mobilenetv2"};
-
 Tensor images(int64_t n, int64_t channels, int64_t size, uint64_t seed) {
   Generator gen(seed);
   Tensor x = Tensor::empty({n, channels, size, size});
@@ -127,30 +99,64 @@ Tensor images(int64_t n, int64_t channels, int64_t size, uint64_t seed) {
   return x;
 }
 
-TEST(ConvNets, OutputShapesAtTwoInputSizes) {
+// Each model at two configurations (building ResNet-50 costs more than its forward, so each
+// network built is checked for both): its parameters against the formula, and its output for one
+// image of the configured size.
+TEST(ConvNets, ParametersAndOutputShapesFollowTheConfiguration) {
+  // Fashion-MNIST's 10 classes of 28x28 grey images: the ImageNet ResNets take the 3x3 stem,
+  // MobileNetV2 its stride-1 start (same parameters).
+  const ModelConfig mnist{
+      .num_classes = 10, .in_channels = 1, .image_height = 28, .image_width = 28};
+  // ImageNet's 1000 classes of 224x224 RGB: torchvision's published totals.
+  const ModelConfig imagenet{
+      .num_classes = 1000, .in_channels = 3, .image_height = 224, .image_width = 224};
+  // CIFAR-100 for the CIFAR ResNet (at 224 its unstrided stem would cost 12 GFLOP).
+  const ModelConfig cifar100{
+      .num_classes = 100, .in_channels = 3, .image_height = 32, .image_width = 32};
+  struct Check {
+    const char* name;
+    ModelConfig config;
+    int64_t formula, published;  // published: 0 when not compared
+  };
+  const Check checks[] = {
+      {"resnet56", mnist, cifar_resnet(56, 1, 10), 0},
+      {"resnet56", cifar100, cifar_resnet(56, 3, 100), 0},
+      {"resnet18", mnist, imagenet_resnet(18, 1, 10, 3), 0},
+      {"resnet18", imagenet, imagenet_resnet(18, 3, 1000, 7), 11689512},
+      {"resnet50", mnist, imagenet_resnet(50, 1, 10, 3), 0},
+      {"resnet50", imagenet, imagenet_resnet(50, 3, 1000, 7), 25557032},
+      {"mobilenetv2", mnist, mobilenet_v2(1, 10), 0},
+      {"mobilenetv2", imagenet, mobilenet_v2(3, 1000), 3504872},
+  };
   ops::NoGradGuard no_grad;
-  for (const char* name : kModels) {
-    // 16x16 grey images (the small-image stem) and 64x64 RGB ones (ImageNet's stem).
-    for (const ModelConfig& c :
-         {ModelConfig{.num_classes = 10, .in_channels = 1, .image_height = 16, .image_width = 16},
-          ModelConfig{.num_classes = 7, .in_channels = 3, .image_height = 64, .image_width = 64}}) {
-      set_seed(3);
-      auto net = create(name, c);
-      net->set_train(false);
-      const Tensor y = net->construct(images(1, c.in_channels, c.image_height, 4));
-      EXPECT_EQ(y.shape(), (Shape{1, c.num_classes})) << name << " at " << c.image_height;
-      for (float v : y.to_vector<float>()) ASSERT_TRUE(std::isfinite(v)) << name;
-    }
+  for (const Check& c : checks) {
+    SCOPED_TRACE(std::string(c.name) + " at " + std::to_string(c.config.image_height) + "x" +
+                 std::to_string(c.config.image_width));
+    set_seed(3);
+    auto net = create(c.name, c.config);
+    EXPECT_EQ(trainable(*net), c.formula);
+    if (c.published) EXPECT_EQ(c.formula, c.published);
+    net->set_train(false);
+    const Tensor y = net->construct(images(1, c.config.in_channels, c.config.image_height, 4));
+    EXPECT_EQ(y.shape(), (Shape{1, c.config.num_classes}));
+    for (float v : y.to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
   }
+  // The CIFAR formula gives ResNet-20's count (tests/models/zoo_test.cpp) too; ResNet-56 has 27
+  // basic blocks, 2 shortcut BNs and the stem's: 57 BatchNorms, two running statistics each.
+  EXPECT_EQ(cifar_resnet(20, 1, 10), 272186);
+  EXPECT_EQ(create("resnet56", mnist)->buffers_and_names().size(), 2u * (1 + 2 * 27 + 2));
 }
 
-// Six steps of momentum SGD memorizing four 16x16 RGB images.
+// Momentum SGD memorizing four 16x16 RGB images, a few steps each (the ImageNet ResNets, whose
+// steps cost most, learn them in fewer).
 TEST(ConvNets, AFewStepsLowerTheLoss) {
   autograd::install_tape();
   const ModelConfig c{.num_classes = 4, .in_channels = 3, .image_height = 16, .image_width = 16};
   const Tensor x = images(4, 3, 16, 5);
   const Tensor y = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 3}, {4});
-  for (const char* name : kModels) {
+  const std::pair<const char*, int> models[] = {
+      {"resnet56", 6}, {"resnet18", 3}, {"resnet50", 3}, {"mobilenetv2", 6}};
+  for (const auto& [name, steps] : models) {
     set_seed(6);
     auto net = create(name, c);
     nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
@@ -159,7 +165,7 @@ TEST(ConvNets, AFewStepsLowerTheLoss) {
     for (const Tensor& p : params) velocity.push_back(Tensor::zeros(p.shape()));
     const Tensor lr = Tensor::scalar(0.01);
     float first = 0, last = 0;
-    for (int step = 0; step < 6; ++step) {
+    for (int step = 0; step < steps; ++step) {
       Tensor l = loss(net->construct(x), y);
       std::vector<Tensor> grads = autograd::grad(l, params);
       for (size_t i = 0; i < params.size(); ++i) {

@@ -13,8 +13,8 @@
 namespace kiln::ops {
 namespace {
 
-using testing::expect_form_computes_the_op;
-using testing::uniform_tensor;
+using shard_simulation::expect_form_computes_the_op;
+using shard_simulation::uniform_tensor;
 using Map = std::vector<int>;
 using Metas = std::vector<TensorMeta>;
 constexpr int X = kNotSplit;

@@ -15,7 +15,7 @@
 #include "kiln/ops/functional.h"
 #include "kiln/ops/shard_rule.h"
 
-namespace kiln::testing {
+namespace kiln::shard_simulation {
 
 inline Tensor uniform_tensor(const Shape& shape, uint64_t seed, float low = -1.f,
                              float high = 1.f) {
@@ -127,4 +127,4 @@ inline void expect_form_computes_the_op(ops::OpKind kind, const std::vector<Tens
   }
 }
 
-}  // namespace kiln::testing
+}  // namespace kiln::shard_simulation
