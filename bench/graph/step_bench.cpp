@@ -1,6 +1,7 @@
 // Training-step throughput of one model in one mode, for side-by-side runs:
-//   kiln_graph_step_bench <lenet|resnet20|mlp> <batch> <eager|graph> <fusion on|off> [steps]
+//   kiln_graph_step_bench <model> <batch> <eager|graph> <fusion on|off> [steps]
 //                         [--amp-level O0|O1|O2|O3] [--amp-strict] [--micro-batches N]
+// <model>: any image model of the zoo (models::model_names()), fed 1x28x28 images.
 // Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS,
 // and step RSS: how far the process's peak RSS rose above its RSS just before the first step
 // (model, parameters, optimizer state, data and libraries already resident, in both modes).
@@ -44,8 +45,7 @@ double current_rss_mib() {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s <lenet|resnet20|mlp> <batch> <eager|graph> <on|off> [steps]\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s <model> <batch> <eager|graph> <on|off> [steps]\n", argv[0]);
     return 2;
   }
   std::string model = argv[1];

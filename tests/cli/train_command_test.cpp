@@ -138,6 +138,10 @@ TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {
     EXPECT_NE(std::string(e.what()).find("--epochz"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse({"--model", "vgg"}), CLI::ParseError);
+  // Every zoo model is a --model value (the list is the zoo's own).
+  for (const char* model : {"resnet56", "resnet18", "resnet50", "mobilenetv2"}) {
+    EXPECT_EQ(parse({"--model", model}).model, model);
+  }
   EXPECT_THROW(parse({"--mode", "fast"}), CLI::ParseError);
   EXPECT_THROW(parse({"--epochs", "many"}), CLI::ParseError);
   EXPECT_THROW(parse({"--amp-dtype", "fp8"}), CLI::ParseError);

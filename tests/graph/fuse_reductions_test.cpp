@@ -98,6 +98,19 @@ TEST(FuseReductions, ChannelsLastSpatialMean) {
   EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1);
 }
 
+// Mixed precision's channels-last bf16 activations (MobileNetV2's ReLU6 before its global average
+// pool at O2): read in memory order like f32 ones.
+TEST(FuseReductions, ChannelsLastBf16SpatialMean) {
+  GraphFn fn = [](const std::vector<Tensor>& in) {
+    Tensor y = ops::conv2d(in[0], in[1], Tensor(), {.padding = {1, 1}});  // channels-last
+    Tensor six = Tensor::scalar(6.0, DType::bf16);
+    return std::vector<Tensor>{ops::mean(ops::minimum(ops::cast(y, DType::bf16), six), {2, 3})};
+  };
+  std::vector<Tensor> in{random_tensor({4, 3, 9, 9}, 1), random_tensor({16, 3, 3, 3}, 2)};
+  Compiled c = expect_fused_matches(fn, in, 1e-2, 1e-2);
+  EXPECT_EQ(count_nodes(c.exe->graph(), NodeType::fused_reduction), 1);
+}
+
 TEST(FuseReductions, ScalarOperandsAndFullReduction) {
   GraphFn fn = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{ops::mean(ops::square(ops::sub(in[0], in[1])))};

@@ -7,7 +7,9 @@
 
 #include "kiln/core/error.h"
 #include "kiln/graph/tracer.h"
+#include "kiln/nn/conv.h"
 #include "kiln/nn/dense.h"
+#include "kiln/nn/normalization.h"
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/sharding_plan.h"
 
@@ -111,6 +113,35 @@ TEST(ShardingPropagation, AStrategyThatDoesNotFitNamesOpStrategyAndShapes) {
   too_many.fc1.matmul().shard({{2, 1}, {4, 1}});
   too_many.trace();
   EXPECT_THROW(plan_sharding(too_many.g, 4), Error);
+}
+
+// x [4, 3, 8, 8] -> Conv2d(3, 8, 3) -> BatchNorm2d (training) -> relu -> loss on the mean.
+TEST(ShardingPropagation, ABatchNormInTrainingKeepsTheChannelSplitAndSaysWhyNotTheBatch) {
+  nn::Conv2d conv(3, 8, 3, {.pad_mode = "pad", .padding = {1, 1}});
+  nn::BatchNorm2d bn(8);
+  conv.conv2d().shard({{2, 1, 1, 1}, {2, 1, 1, 1}});  // batch and output channels
+  graph::Graph g;
+  {
+    graph::Tracer tracer(g);
+    tracer.bind_state({{"conv.weight", conv.weight()},
+                       {"bn.gamma", bn.gamma()},
+                       {"bn.beta", bn.beta()},
+                       {"bn.moving_mean", bn.moving_mean()},
+                       {"bn.moving_variance", bn.moving_variance()}});
+    Tensor x = tracer.input({Shape({4, 3, 8, 8}), DType::f32}, "images");
+    tracer.add_output(ops::mean(ops::relu(bn(conv(x)))));
+    tracer.finish();
+  }
+  const ShardingPlan plan = plan_sharding(g, 4);
+  for (graph::NodeId id : g.schedule()) {
+    if (g.node(id).op != ops::OpKind::batch_norm) continue;
+    const OpPlan& p = *plan.ops[size_t(id)];
+    EXPECT_EQ(p.strategy, Strategy({{1, 2, 1, 1}, {2}, {2}, {2}, {2}}));
+    EXPECT_NE(p.why.find("follows the split of conv2d"), std::string::npos) << p.why;
+    EXPECT_NE(p.why.find("where it can (batch_norm accepts"), std::string::npos) << p.why;
+    EXPECT_NE(p.why.find("SyncBatchNorm"), std::string::npos) << p.why;
+  }
+  EXPECT_NE(plan.str(g).find("all_gather dim 0"), std::string::npos) << plan.str(g);
 }
 
 TEST(Redistribution, ChoosesTheCheapestSequence) {

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -193,8 +194,12 @@ void validate(const TrainConfig& c) {
     throw Error("kiln train: --context must be from 1 to " + std::to_string(kMaxContext) +
                 ", got " + std::to_string(c.context));
   }
-  // Validates the name (cheap: a few small tensors; gpt at its smallest context).
-  models::create(c.model, {.context_length = 1});
+  // Validates the name without building the network (resnet50 has 25M parameters): create
+  // throws the error that lists the known models.
+  const std::vector<std::string> names = models::model_names();
+  if (std::find(names.begin(), names.end(), c.model) == names.end()) {
+    models::create(c.model, {.context_length = 1});
+  }
 }
 
 }  // namespace
@@ -431,8 +436,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   auto compile_log = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
   cmd->add_option("--model", c->model,
-                  "lenet | resnet20 | mlp | gpt (a language model: --data text)")
-      ->check(CLI::IsMember({"lenet", "resnet20", "mlp", "gpt"}));
+                  "lenet | resnet20 | resnet56 | resnet18 | resnet50 | mobilenetv2 | mlp | gpt (a "
+                  "language model: --data text)")
+      ->check(CLI::IsMember(models::model_names()));
   cmd->add_option("--context", c->context,
                   "gpt: tokens per training window, the model's context (default 64)")
       ->check(integer_in(1, kMaxContext));

@@ -1,5 +1,6 @@
 #pragma once
-// The model zoo: models::create("lenet" | "resnet20" | "mlp" | "gpt").
+// The model zoo: models::create("lenet" | "resnet20" | "resnet56" | "resnet18" | "resnet50" |
+// "mobilenetv2" | "mlp" | "gpt").
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +12,9 @@ namespace kiln::models {
 struct ModelConfig {
   int64_t num_classes = 10;
   int64_t in_channels = 1;
-  int64_t image_height = 28;  // lenet: at least 12; mlp: in_features = channels * height * width
+  // lenet: at least 12; mlp: in_features = channels * height * width; resnet18/50 and
+  // mobilenetv2: below 64 on a side, the small-image stem (imagenet_resnet.h, mobilenet_v2.h)
+  int64_t image_height = 28;
   int64_t image_width = 28;
   // gpt: the longest token sequence; its vocabulary is num_classes (the other sizes are
   // GptConfig's defaults).

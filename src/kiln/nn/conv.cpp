@@ -70,7 +70,7 @@ Tensor Conv2d::construct(const Tensor& x) {
       }
     }
   }
-  return ops::conv2d(input, weight_, bias_, conv);
+  return conv2d_.run([&] { return ops::conv2d(input, weight_, bias_, conv); });
 }
 
 }  // namespace kiln::nn

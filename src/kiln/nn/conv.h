@@ -4,6 +4,7 @@
 
 #include "kiln/nn/cell.h"
 #include "kiln/nn/initializer.h"
+#include "kiln/nn/primitive.h"
 #include "kiln/ops/functional.h"
 
 namespace kiln::nn {
@@ -33,6 +34,9 @@ class Conv2d : public Cell {
 
   Tensor weight() const { return weight_; }
   Tensor bias() const { return bias_; }
+  // The layer's op, for SEMI_AUTO_PARALLEL strategies (MindSpore's `conv.conv2d.shard(...)`):
+  // conv2d(x, weight[, bias]), weight [out, in/group, kh, kw] as stored.
+  Primitive& conv2d() { return conv2d_; }
 
  private:
   int64_t in_, out_;
@@ -40,6 +44,7 @@ class Conv2d : public Cell {
   Conv2dOptions options_;
   Tensor weight_;
   Tensor bias_;  // undefined without bias
+  Primitive conv2d_{ops::OpKind::conv2d};
 };
 
 // "same" padding of one spatial dim: {before, after}.

@@ -33,8 +33,10 @@ Tensor BatchNorm2d::construct(const Tensor& x) {
     throw ShapeError("BatchNorm2d: input " + describe(x) + " is not [N, " +
                      std::to_string(num_features_) + ", H, W]");
   }
-  return ops::batch_norm(x, gamma_, beta_, moving_mean_, moving_variance_, training(),
-                         options_.momentum, options_.eps)[0];
+  return batch_norm_.run([&] {
+    return ops::batch_norm(x, gamma_, beta_, moving_mean_, moving_variance_, training(),
+                           options_.momentum, options_.eps)[0];
+  });
 }
 
 LayerNorm::LayerNorm(std::vector<int64_t> normalized_shape, LayerNormOptions options)

@@ -3,6 +3,7 @@
 
 #include "kiln/nn/cell.h"
 #include "kiln/nn/initializer.h"
+#include "kiln/nn/primitive.h"
 
 namespace kiln::nn {
 
@@ -26,6 +27,9 @@ class BatchNorm2d : public Cell {
   Tensor beta() const { return beta_; }
   Tensor moving_mean() const { return moving_mean_; }
   Tensor moving_variance() const { return moving_variance_; }
+  // The layer's op, for SEMI_AUTO_PARALLEL strategies: batch_norm(x, gamma, beta, moving_mean,
+  // moving_variance).
+  Primitive& batch_norm() { return batch_norm_; }
 
  private:
   int64_t num_features_;
@@ -33,6 +37,7 @@ class BatchNorm2d : public Cell {
   Tensor gamma_, beta_;
   Tensor moving_mean_;
   Tensor moving_variance_;
+  Primitive batch_norm_{ops::OpKind::batch_norm};
 };
 
 struct LayerNormOptions {

@@ -44,8 +44,9 @@ ops::Pool2dOptions resolve(const char* cell, const Tensor& x, const std::array<i
 
 }  // namespace
 
-Pool2d::Pool2d(const char* name, std::array<int64_t, 2> kernel_size, Pool2dOptions options)
-    : Cell(name), kernel_(kernel_size), options_(std::move(options)) {
+Pool2d::Pool2d(const char* name, ops::OpKind op, std::array<int64_t, 2> kernel_size,
+               Pool2dOptions options)
+    : Cell(name), kernel_(kernel_size), options_(std::move(options)), pool_(op) {
   validate(name, kernel_, options_);
 }
 
@@ -54,11 +55,11 @@ ops::Pool2dOptions Pool2d::window_for(const Tensor& x) const {
 }
 
 Tensor MaxPool2d::construct(const Tensor& x) {
-  return ops::max_pool2d(x, window_for(x));
+  return pool().run([&] { return ops::max_pool2d(x, window_for(x)); });
 }
 
 Tensor AvgPool2d::construct(const Tensor& x) {
-  return ops::avg_pool2d(x, window_for(x));
+  return pool().run([&] { return ops::avg_pool2d(x, window_for(x)); });
 }
 
 }  // namespace kiln::nn

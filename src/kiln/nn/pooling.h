@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kiln/nn/cell.h"
+#include "kiln/nn/primitive.h"
 #include "kiln/ops/functional.h"
 
 namespace kiln::nn {
@@ -17,20 +18,26 @@ struct Pool2dOptions {
 
 // The window and pad_mode settings MaxPool2d and AvgPool2d share.
 class Pool2d : public Cell {
+ public:
+  // The layer's op (max_pool2d or avg_pool2d), for SEMI_AUTO_PARALLEL strategies.
+  Primitive& pool() { return pool_; }
+
  protected:
-  Pool2d(const char* name, std::array<int64_t, 2> kernel_size, Pool2dOptions options);
+  Pool2d(const char* name, ops::OpKind op, std::array<int64_t, 2> kernel_size,
+         Pool2dOptions options);
   // The op's window for input x (pad_mode "same" resolved against x's spatial size).
   ops::Pool2dOptions window_for(const Tensor& x) const;
 
  private:
   std::array<int64_t, 2> kernel_;
   Pool2dOptions options_;
+  Primitive pool_;
 };
 
 class MaxPool2d : public Pool2d {
  public:
   MaxPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options = {})
-      : Pool2d("MaxPool2d", kernel_size, std::move(options)) {}
+      : Pool2d("MaxPool2d", ops::OpKind::max_pool2d, kernel_size, std::move(options)) {}
   explicit MaxPool2d(int64_t kernel_size, Pool2dOptions options = {})
       : MaxPool2d({kernel_size, kernel_size}, std::move(options)) {}
   Tensor construct(const Tensor& x) override;
@@ -40,7 +47,7 @@ class MaxPool2d : public Pool2d {
 class AvgPool2d : public Pool2d {
  public:
   AvgPool2d(std::array<int64_t, 2> kernel_size, Pool2dOptions options = {})
-      : Pool2d("AvgPool2d", kernel_size, std::move(options)) {}
+      : Pool2d("AvgPool2d", ops::OpKind::avg_pool2d, kernel_size, std::move(options)) {}
   explicit AvgPool2d(int64_t kernel_size, Pool2dOptions options = {})
       : AvgPool2d({kernel_size, kernel_size}, std::move(options)) {}
   Tensor construct(const Tensor& x) override;

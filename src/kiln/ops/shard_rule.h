@@ -92,7 +92,7 @@ class ShardScope {
 // The strategy an enclosing ShardScope sets for ops of `kind`, or null.
 const Strategy* scoped_strategy(OpKind kind);
 
-// The rules the op table's entries point to (ops/shard_rules.cpp).
+// The rules the op table's entries point to (ops/shard_rules.cpp, unless said otherwise).
 extern const ShardRule kElementwiseShardRule;  // any op that maps elements one to one
 extern const ShardRule kMatmulShardRule;
 extern const ShardRule kSumShardRule;
@@ -105,5 +105,15 @@ extern const ShardRule kCausalMaskShardRule;  // the last two dims whole
 extern const ShardRule kCrossEntropyShardRule;
 extern const ShardRule kLayerNormShardRule;
 extern const ShardRule kEmbeddingShardRule;
+// ops/shard_rules_conv_net.cpp
+extern const ShardRule kConv2dShardRule;
+extern const ShardRule kPool2dShardRule;  // max_pool2d, avg_pool2d
+extern const ShardRule kBatchNormShardRule;
+// ops/shard_rules_shape.cpp
+extern const ShardRule kConcatShardRule;
+extern const ShardRule kSliceShardRule;  // slice, pad_slice_grad
+extern const ShardRule kOneHotShardRule;
+extern const ShardRule kBroadcastToShardRule;
+extern const ShardRule kSumToShapeShardRule;
 
 }  // namespace kiln::ops

@@ -4,32 +4,12 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kiln/core/error.h"
-#include "kiln/ops/shard_rule.h"
+#include "kiln/ops/detail/shard_form.h"
 
 namespace kiln::ops {
 namespace {
 
-using Parts = std::vector<int64_t>;
-using Map = std::vector<int>;
-
-[[noreturn]] void refuse(const std::string& why) {
-  throw ShapeError(why);
-}
-
-// Adds an axis of `parts` to the form's device matrix (none for 1 part); returns its index or
-// kNotSplit.
-int axis_for(ShardedForm& f, int64_t parts) {
-  if (parts == 1) return kNotSplit;
-  f.device_matrix.push_back(parts);
-  return int(f.device_matrix.size()) - 1;
-}
-
-int64_t product(const Parts& p, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i) n *= p[i];
-  return n;
-}
+using namespace shard;
 
 std::vector<int64_t> dims_of(const TensorMeta& m) {
   return m.shape.dims();

@@ -120,17 +120,24 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
     const std::vector<ops::TensorMeta> metas = input_metas(g, n);
     std::optional<OpPlan> best;
     double best_cost = kInfinite;
-    // `derive` runs the rule's follow, which may refuse by throwing too.
-    auto consider = [&](const std::function<std::optional<ops::Strategy>()>& derive, NodeId from) {
+    // `derive` runs the rule's follow, which may refuse by throwing too. `taken` says whether
+    // the candidate takes the neighbour's split as it is; when not, the plan says what the
+    // rule accepts (why it does not: a spatial split, a batch norm's batch in training, ...).
+    auto consider = [&](const std::function<std::optional<ops::Strategy>()>& derive, NodeId from,
+                        const std::function<bool(const OpPlan&)>& taken) {
       try {
         const std::optional<ops::Strategy> s = derive();
         if (!s) return;
-        const std::string why = ops::is_replicated(*s)
-                                    ? "runs whole: it cannot take the split or partial sums of " +
-                                          node_ref(g, from) +
-                                          " as they are, so they are redistributed for it"
-                                    : "follows the split of " + node_ref(g, from);
+        std::string why = ops::is_replicated(*s)
+                              ? "runs whole: it cannot take the split or partial sums of " +
+                                    node_ref(g, from) +
+                                    " as they are, so they are redistributed for it"
+                              : "follows the split of " + node_ref(g, from);
         OpPlan c = make_plan(g, m, *s, OpPlan::Source::propagated, why, ranks);
+        if (!taken(c)) {
+          c.why += (ops::is_replicated(*s) ? " (" : " where it can (") +
+                   std::string(ops::op_name(n.op)) + " accepts " + rule.accepts + ")";
+        }
         const double cost = edge_cost(m, c);
         if (!best || cost < best_cost) {
           best = std::move(c);
@@ -143,7 +150,8 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
       const graph::Value& v = g.value(n.inputs[i]);
       if (v.producer < 0 || !decided(v.producer)) continue;
       const TensorLayout& l = plan.ops[size_t(v.producer)]->outputs[size_t(v.output_index)];
-      consider([&] { return rule.follow(metas, n.attrs, int(i), l.parts()); }, v.producer);
+      consider([&] { return rule.follow(metas, n.attrs, int(i), l.parts()); }, v.producer,
+               [&](const OpPlan& c) { return c.inputs[i].parts() == l.parts(); });
     }
     if (!n.outputs.empty()) {
       for (NodeId u : users[size_t(n.outputs[0])]) {
@@ -152,7 +160,8 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
         for (size_t j = 0; j < un.inputs.size(); ++j) {
           if (un.inputs[j] != n.outputs[0]) continue;
           const std::vector<int64_t> parts = plan.ops[size_t(u)]->inputs[j].parts();
-          consider([&] { return rule.follow(metas, n.attrs, -1, parts); }, u);
+          consider([&] { return rule.follow(metas, n.attrs, -1, parts); }, u,
+                   [&](const OpPlan& c) { return c.outputs[0].parts() == parts; });
         }
       }
     }

@@ -56,14 +56,15 @@ class FusedReduction : public SpecialKernel {
       if (t.dtype() == DType::f32) {
         input.f32 = t.data<float>();
         input.scalar = t.numel() == 1;
-      } else if (t.dtype() == DType::bf16 && (t.is_contiguous() || t.numel() == 1)) {
+      } else if (t.dtype() == DType::bf16 && (t.is_dense() || t.numel() == 1)) {
+        // Read flat in memory order, as f32 inputs are (channels-last ones included).
         input.bf16 = static_cast<const bf16_t*>(t.raw_data());
         input.scalar = t.numel() == 1;
       } else if (t.dtype() == DType::u8 && t.is_contiguous()) {
         input.u8 = static_cast<const uint8_t*>(t.raw_data());
       } else {
         throw Error(node_label(node) + ": input " + describe(t) +
-                    " is neither f32, contiguous bf16 nor a mask");
+                    " is neither f32, dense bf16 nor a mask");
       }
       inputs_.push_back(input);
     }

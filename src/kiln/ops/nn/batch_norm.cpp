@@ -12,6 +12,7 @@
 
 #include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -228,9 +229,7 @@ const OpDef op_def_batch_norm = {
     .amp = AmpClass::fp32,
     .f16_kernels = false,
     .cost = nn::normalization_cost<5>,
-    .no_shard_reason =
-        "its statistics cover the whole batch; a split batch would need them reduced across ranks "
-        "(SyncBatchNorm), which is not built",
+    .shard = &kBatchNormShardRule,
 };
 
 const OpDef op_def_batch_norm_grad = {

@@ -15,6 +15,7 @@
 #include "kiln/ops/kernels/conv_single_channel.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 #include "kiln/ops/kernels/reduce.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -667,7 +668,7 @@ const OpDef op_def_conv2d = {
     .amp = AmpClass::low_precision,
     .f16_kernels = false,
     .cost = conv_cost,
-    .no_shard_reason = "no rule yet (the batch split would come first)",
+    .shard = &kConv2dShardRule,
 };
 
 const OpDef op_def_conv2d_backward_data = {

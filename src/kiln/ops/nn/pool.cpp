@@ -10,6 +10,7 @@
 // scratch) and running its backward primitive.
 #include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/kernels/max_pool_grad.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -231,7 +232,7 @@ const OpDef op_def_max_pool2d = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = pool_cost<1>,
-    .no_shard_reason = "no rule yet (the batch split would come first)",
+    .shard = &kPool2dShardRule,
 };
 
 const OpDef op_def_max_pool2d_grad = {
@@ -262,7 +263,7 @@ const OpDef op_def_avg_pool2d = {
     .amp = AmpClass::follow,
     .f16_kernels = false,
     .cost = pool_cost<1>,
-    .no_shard_reason = "no rule yet (the batch split would come first)",
+    .shard = &kPool2dShardRule,
 };
 
 const OpDef op_def_avg_pool2d_grad = {

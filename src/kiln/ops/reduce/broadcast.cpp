@@ -3,6 +3,7 @@
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
 #include "kiln/ops/kernels/reduce.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -81,7 +82,7 @@ const OpDef op_def_sum_to_shape = {
       return {broadcast_to(c.grad_outputs[0], c.input_metas[0].shape)};
     },
     .cost = copy_cost,
-    .no_shard_reason = "a gradient helper: graph autodiff differentiates each rank's local graph",
+    .shard = &kSumToShapeShardRule,
 };
 
 const OpDef op_def_broadcast_to = {
@@ -93,7 +94,7 @@ const OpDef op_def_broadcast_to = {
       return {sum_to_shape(c.grad_outputs[0], c.input_metas[0].shape)};
     },
     .cost = copy_cost,
-    .no_shard_reason = "no rule yet: its target shape names the whole tensor",
+    .shard = &kBroadcastToShardRule,
 };
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {

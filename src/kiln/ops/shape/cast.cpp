@@ -98,7 +98,7 @@ const OpDef op_def_one_hot = {
     .kernel = one_hot_kernel,
     .no_grad_reason = "one_hot takes integer indices",
     .cost = one_hot_cost,
-    .no_shard_reason = "no rule yet",
+    .shard = &kOneHotShardRule,
 };
 
 Tensor cast(const Tensor& x, DType dtype) {

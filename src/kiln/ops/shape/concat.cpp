@@ -6,6 +6,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 #include "kiln/ops/kernels/copy.h"
+#include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
 namespace {
@@ -105,7 +106,7 @@ const OpDef op_def_concat = {
       return grads;
     },
     .cost = copy_cost,
-    .no_shard_reason = "no rule yet: its inputs are gathered whole",
+    .shard = &kConcatShardRule,
 };
 
 const OpDef op_def_pad_slice_grad = {
@@ -118,7 +119,7 @@ const OpDef op_def_pad_slice_grad = {
       return {slice(c.grad_outputs[0], a.axis, a.start, a.end, a.step)};
     },
     .cost = copy_cost,
-    .no_shard_reason = "a gradient helper: graph autodiff differentiates each rank's local graph",
+    .shard = &kSliceShardRule,  // Conv2d's "same" padding calls it in the forward too
 };
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
