@@ -13,6 +13,7 @@
 #include "kiln/cli/record_command.h"
 #include "kiln/cli/report_command.h"
 #include "kiln/cli/train_command.h"
+#include "kiln/cli/tune_command.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     add_eval_command(app);
     add_predict_command(app);
     add_report_command(app);
+    add_tune_command(app);
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();
