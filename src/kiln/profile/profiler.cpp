@@ -21,9 +21,6 @@
 namespace kiln {
 namespace {
 
-std::atomic<uint32_t> g_threads_seen{0};
-thread_local int64_t t_thread = -1;
-
 std::string describe_metas(std::span<const ops::TensorMeta> inputs,
                            std::span<const ops::TensorMeta> outputs) {
   std::string s;
@@ -110,11 +107,39 @@ std::map<std::string, double> report_counts(const graph::CompileReport& r) {
 
 }  // namespace
 
-// Receives every observer's calls; one lock guards the records (kernels may run on several
-// threads: data pipeline workers run ops too).
+namespace {
+
+// One thread's launches and allocator events. Each thread appends to its own, under its own
+// lock that only the merge at stop() ever contends: with one lock for all, batch slices and
+// pipeline workers on a busy machine would queue behind a holder the scheduler took off its core.
+struct ThreadEvents {
+  std::mutex mutex;  // guards ops and allocations (the owner appends, end() merges)
+  uint32_t thread = 0;
+  std::vector<profile::OpEvent> ops;
+  std::vector<profile::AllocationEvent> allocations;
+  // The owner's own: its view of the shared signatures, read and written without a lock.
+  std::unordered_map<uint64_t, uint32_t> eager_signatures;
+  uint64_t last_graph = 0;
+  uint32_t last_graph_base = 0;
+  std::vector<bool> kernel_named;  // graph signatures whose kernels this thread looked up
+};
+
+// The calling thread's events for the collector of this generation.
+struct ThreadSlot {
+  uint64_t generation = 0;
+  ThreadEvents* events = nullptr;
+};
+thread_local ThreadSlot t_slot;
+std::atomic<uint64_t> g_generations{0};
+
+}  // namespace
+
+// Receives every observer's calls. Signatures, phases, steps, compiles and samples are shared
+// (one lock, taken once per step or per new signature); launches and allocator events go to
+// per-thread buffers (ThreadEvents).
 class Profiler::Collector final : public train::StepTraceSink {
  public:
-  Collector() {
+  Collector() : generation_(g_generations.fetch_add(1) + 1) {
     data_.rank = comm::rank();
     data_.ranks = comm::size();
   }
@@ -127,16 +152,8 @@ class Profiler::Collector final : public train::StepTraceSink {
     return collector;
   }
 
-  static uint32_t thread_number() {
-    if (t_thread < 0) t_thread = g_threads_seen.fetch_add(1);
-    return uint32_t(t_thread);
-  }
-
   void begin() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      local_thread(thread_number());  // the starting thread is thread 0 of the trace
-    }
+    events();  // the starting thread is thread 0 of the trace
     allocator::reset_peak();
     data_.start_ns = train::trace_clock_ns();
     sample_memory(data_.start_ns);
@@ -144,10 +161,30 @@ class Profiler::Collector final : public train::StepTraceSink {
   void end() {
     const int64_t now = train::trace_clock_ns();
     sample_memory(now);
+    std::vector<ThreadEvents*> threads;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& t : threads_) threads.push_back(t.get());
+    }
+    std::vector<profile::OpEvent> ops;
+    std::vector<profile::AllocationEvent> allocations;
+    for (ThreadEvents* t : threads) {
+      std::lock_guard<std::mutex> lock(t->mutex);
+      ops.insert(ops.end(), t->ops.begin(), t->ops.end());
+      allocations.insert(allocations.end(), t->allocations.begin(), t->allocations.end());
+      t->ops.clear();
+      t->allocations.clear();
+    }
+    auto by_time = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
+    std::stable_sort(ops.begin(), ops.end(), by_time);
+    std::stable_sort(allocations.begin(), allocations.end(),
+                     [](const auto& a, const auto& b) { return a.at_ns < b.at_ns; });
     std::lock_guard<std::mutex> lock(mutex_);
+    data_.ops.insert(data_.ops.end(), ops.begin(), ops.end());
+    data_.allocations.insert(data_.allocations.end(), allocations.begin(), allocations.end());
     data_.stop_ns = now;
     data_.allocator_peak_bytes = allocator::stats().peak_bytes;
-    data_.threads = int(local_threads_.size());
+    data_.threads = int(threads_.size());
   }
 
   static void on_kernel(ops::OpKind kind, std::span<const Tensor> inputs,
@@ -225,30 +262,46 @@ class Profiler::Collector final : public train::StepTraceSink {
  private:
   using CompileEvent = profile::CompileEvent;
 
+  // The calling thread's buffer, registered on its first event.
+  ThreadEvents& events() {
+    if (t_slot.generation == generation_) return *t_slot.events;
+    std::lock_guard<std::mutex> lock(mutex_);
+    threads_.push_back(std::make_unique<ThreadEvents>());
+    threads_.back()->thread = uint32_t(threads_.size() - 1);
+    t_slot = {generation_, threads_.back().get()};
+    return *threads_.back();
+  }
+
   void kernel(ops::OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const ops::Attrs& attrs, int64_t begin_ns, int64_t end_ns) {
     const ops::KernelNotes notes = ops::take_kernel_notes();
     const int threads = current_kernel_threads();  // the launch's team is still set
     const uint64_t key = eager_key(kind, inputs, attrs, notes, threads);
-    const uint32_t global_thread = thread_number();
-    std::lock_guard<std::mutex> lock(mutex_);
-    const uint32_t thread = local_thread(global_thread);
-    auto it = eager_signatures_.find(key);
-    if (it == eager_signatures_.end()) {
-      it = eager_signatures_
-               .emplace(key, add_eager_signature(kind, inputs, outputs, attrs, notes, threads))
-               .first;
+    ThreadEvents& te = events();
+    auto it = te.eager_signatures.find(key);
+    if (it == te.eager_signatures.end()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto shared = eager_signatures_.find(key);
+      if (shared == eager_signatures_.end()) {
+        shared =
+            eager_signatures_
+                .emplace(key, add_eager_signature(kind, inputs, outputs, attrs, notes, threads))
+                .first;
+      }
+      it = te.eager_signatures.emplace(key, shared->second).first;
     }
-    data_.ops.push_back({it->second, thread, begin_ns, end_ns});
+    std::lock_guard<std::mutex> lock(te.mutex);
+    te.ops.push_back({it->second, te.thread, begin_ns, end_ns});
   }
 
   void allocation(int64_t bytes, int64_t in_use_bytes) {
     const int64_t now = train::trace_clock_ns();
-    const uint32_t global_thread = thread_number();
-    std::lock_guard<std::mutex> lock(mutex_);
-    data_.allocations.push_back({now, local_thread(global_thread), bytes, in_use_bytes});
+    ThreadEvents& te = events();
+    std::lock_guard<std::mutex> lock(te.mutex);
+    te.allocations.push_back({now, te.thread, bytes, in_use_bytes});
   }
 
+  // Under mutex_.
   uint32_t add_eager_signature(ops::OpKind kind, std::span<const Tensor> inputs,
                                std::span<const Tensor> outputs, const ops::Attrs& attrs,
                                const ops::KernelNotes& notes, int threads) {
@@ -274,51 +327,49 @@ class Profiler::Collector final : public train::StepTraceSink {
     return uint32_t(data_.signatures.size() - 1);
   }
 
-  void graph_launch(const graph::Executable& exe, size_t launch, int64_t begin_ns, int64_t end_ns) {
-    const uint32_t global_thread = thread_number();
-    std::lock_guard<std::mutex> lock(mutex_);
-    const uint32_t thread = local_thread(global_thread);
-    if (exe.id() != last_graph_) {
-      auto [it, added] = graph_signatures_.emplace(exe.id(), uint32_t(data_.signatures.size()));
-      if (added) {
-        for (size_t i = 0; i < exe.num_launches(); ++i) {
-          graph::LaunchInfo info = exe.launch_info(i);
-          profile::OpSignature s;
-          s.name = info.label;
-          s.mode = "graph";
-          s.shapes = describe_metas(info.inputs, info.outputs);
-          s.launch = info.kernel;
-          s.kernel = info.own_kernel;  // until the first launch says which kernels ran
-          s.dtype = compute_dtype(info.inputs, info.outputs);
-          s.threads = exe.launch_threads(i);
-          s.node = info.node;
-          s.graph = exe.id();
-          s.flops = info.cost.flops;
-          s.bytes = info.cost.bytes;
-          data_.signatures.push_back(std::move(s));
-        }
-      }
-      last_graph_ = exe.id();
-      last_graph_base_ = it->second;
+  // The first signature of `exe`'s launches, added on its first launch (under mutex_).
+  uint32_t graph_signatures(const graph::Executable& exe) {
+    auto [it, added] = graph_signatures_.emplace(exe.id(), uint32_t(data_.signatures.size()));
+    if (!added) return it->second;
+    for (size_t i = 0; i < exe.num_launches(); ++i) {
+      graph::LaunchInfo info = exe.launch_info(i);
+      profile::OpSignature s;
+      s.name = info.label;
+      s.mode = "graph";
+      s.shapes = describe_metas(info.inputs, info.outputs);
+      s.launch = info.kernel;
+      s.kernel = info.own_kernel;  // until a launch says which kernels ran
+      s.dtype = compute_dtype(info.inputs, info.outputs);
+      s.threads = exe.launch_threads(i);
+      s.node = info.node;
+      s.graph = exe.id();
+      s.flops = info.cost.flops;
+      s.bytes = info.cost.bytes;
+      data_.signatures.push_back(std::move(s));
     }
-    const uint32_t signature = last_graph_base_ + uint32_t(launch);
-    // A bound launch runs the same kernels every step: named from the first one seen.
-    if (kernel_named_.size() <= signature) kernel_named_.resize(data_.signatures.size(), false);
-    if (!kernel_named_[signature]) {
-      const std::string noted = ops::join_kernel_notes(ops::take_kernel_notes());
-      if (!noted.empty()) data_.signatures[signature].kernel = noted;
-      kernel_named_[signature] = true;
-    }
-    data_.ops.push_back({signature, thread, begin_ns, end_ns});
+    return it->second;
   }
 
-  // The trace's number for a thread: in the order this profiler first saw them (under mutex_).
-  uint32_t local_thread(uint32_t global) {
-    if (global == last_thread_global_) return last_thread_local_;
-    auto [it, added] = local_threads_.emplace(global, uint32_t(local_threads_.size()));
-    last_thread_global_ = global;
-    last_thread_local_ = it->second;
-    return it->second;
+  void graph_launch(const graph::Executable& exe, size_t launch, int64_t begin_ns, int64_t end_ns) {
+    ThreadEvents& te = events();
+    if (exe.id() != te.last_graph) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      te.last_graph_base = graph_signatures(exe);
+      te.last_graph = exe.id();
+    }
+    const uint32_t signature = te.last_graph_base + uint32_t(launch);
+    // A bound launch runs the same kernels every step: named after the first one's notes.
+    if (te.kernel_named.size() <= signature) te.kernel_named.resize(signature + 1, false);
+    if (!te.kernel_named[signature]) {
+      te.kernel_named[signature] = true;
+      const std::string noted = ops::join_kernel_notes(ops::take_kernel_notes());
+      if (!noted.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        data_.signatures[signature].kernel = noted;
+      }
+    }
+    std::lock_guard<std::mutex> lock(te.mutex);
+    te.ops.push_back({signature, te.thread, begin_ns, end_ns});
   }
 
   void sample_memory(int64_t at_ns) {
@@ -331,15 +382,12 @@ class Profiler::Collector final : public train::StepTraceSink {
     data_.memory.push_back({at_ns, stats.in_use_bytes, stats.peak_bytes});
   }
 
-  std::unordered_map<uint32_t, uint32_t> local_threads_;
-  uint32_t last_thread_global_ = UINT32_MAX, last_thread_local_ = 0;
+  const uint64_t generation_;
   std::mutex mutex_;
   profile::Collection data_;
+  std::vector<std::unique_ptr<ThreadEvents>> threads_;  // in the order they first reported
   std::unordered_map<uint64_t, uint32_t> eager_signatures_;
   std::unordered_map<uint64_t, uint32_t> graph_signatures_;
-  uint64_t last_graph_ = 0;
-  uint32_t last_graph_base_ = 0;
-  std::vector<bool> kernel_named_;  // per signature: graph launches named after their notes
 };
 
 Profiler::Profiler(ProfilerOptions options)
