@@ -1,5 +1,5 @@
 // This machine's peaks: measured figures that make sense, cached per CPU model and thread count
-// in the XDG cache folder, read back without measuring, a damaged cache measured again, and the
+// in Kiln's cache folder, read back without measuring, a damaged cache measured again, and the
 // roofline the profiler holds ops against.
 #include "kiln/ops/machine_peaks.h"
 
@@ -17,21 +17,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// XDG_CACHE_HOME pointed at a fresh folder for one test, restored after.
+// KILN_CACHE_DIR pointed at a fresh folder for one test, restored after.
 class CacheFolder {
  public:
   CacheFolder() : path_(fs::temp_directory_path() / ("kiln-peaks-" + std::to_string(getpid()))) {
     fs::remove_all(path_);
-    const char* old = std::getenv("XDG_CACHE_HOME");
+    const char* old = std::getenv("KILN_CACHE_DIR");
     had_ = old != nullptr;
     if (had_) old_ = old;
-    setenv("XDG_CACHE_HOME", path_.c_str(), 1);
+    setenv("KILN_CACHE_DIR", path_.c_str(), 1);
   }
   ~CacheFolder() {
     if (had_) {
-      setenv("XDG_CACHE_HOME", old_.c_str(), 1);
+      setenv("KILN_CACHE_DIR", old_.c_str(), 1);
     } else {
-      unsetenv("XDG_CACHE_HOME");
+      unsetenv("KILN_CACHE_DIR");
     }
     std::error_code ec;
     fs::remove_all(path_, ec);
@@ -46,7 +46,7 @@ class CacheFolder {
 
 TEST(MachinePeaks, MeasuredOncePerThreadCountAndCached) {
   CacheFolder folder;
-  EXPECT_EQ(machine_peaks_cache_path(), (folder.path() / "kiln/machine_peaks.json").string());
+  EXPECT_EQ(machine_peaks_cache_path(), (folder.path() / "machine_peaks.json").string());
   EXPECT_FALSE(cached_machine_peaks(1).has_value());
   const MachinePeaks p = measure_machine_peaks(1);
   EXPECT_EQ(p.threads, 1);
@@ -72,7 +72,7 @@ TEST(MachinePeaks, MeasuredOncePerThreadCountAndCached) {
 
 TEST(MachinePeaks, DamagedCacheIsMeasuredAgain) {
   CacheFolder folder;
-  fs::create_directories(folder.path() / "kiln");
+  fs::create_directories(folder.path());
   std::ofstream(machine_peaks_cache_path()) << "{\"format\": \"kiln machine peaks 1\", \"entr";
   EXPECT_FALSE(cached_machine_peaks(1).has_value());
   measure_machine_peaks(1);

@@ -83,7 +83,7 @@ std::map<std::string, std::string> charts(const std::string& dom) {
 TEST(ProfileReport, ProfiledLenetRunOpensInChromium) {
   testing::TempDir dir("kiln-profile-report");
   // This machine's peaks measured into the test's folder, not the user's cache.
-  setenv("XDG_CACHE_HOME", (dir.str() + "/cache").c_str(), 1);
+  setenv("KILN_CACHE_DIR", (dir.str() + "/cache").c_str(), 1);
   testing::ModeGuard guard(GRAPH_MODE);
   auto model = testing::lenet_model();
   std::string report;

@@ -90,7 +90,12 @@ class Tuner {
   }
 
   TuneResult run() {
+    // The guide's starting point, whatever kiln train's defaults are: eager, fp32, no fusion.
     TrainConfig base;
+    base.mode = "eager";
+    base.graph_kernel = false;
+    base.amp_level = "O0";
+    base.micro_batches = 1;
     base.model = config_.model;
     base.batch_size = config_.batch_size;
     base.data = config_.data;

@@ -229,16 +229,19 @@ bool MachinePeaks::memory_bound(double flops_per_byte, DType dtype) const {
 }
 
 std::string machine_peaks_cache_path() {
+  const char* kiln = std::getenv("KILN_CACHE_DIR");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
-  std::string base;
-  if (xdg && xdg[0] == '/') {
-    base = xdg;
+  std::string folder;
+  if (kiln && kiln[0] != '\0') {
+    folder = kiln;
+  } else if (xdg && xdg[0] == '/') {  // the XDG spec ignores a relative path
+    folder = std::string(xdg) + "/kiln";
   } else if (const char* home = std::getenv("HOME"); home && home[0] != '\0') {
-    base = std::string(home) + "/.cache";
+    folder = std::string(home) + "/.cache/kiln";
   } else {
-    base = "/tmp/kiln-cache-" + std::to_string(getuid());
+    folder = "/tmp/kiln-cache-" + std::to_string(getuid());
   }
-  return base + "/kiln/machine_peaks.json";
+  return folder + "/machine_peaks.json";
 }
 
 std::optional<MachinePeaks> cached_machine_peaks(int threads) {

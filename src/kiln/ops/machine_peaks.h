@@ -6,8 +6,8 @@
 //   double ceiling = peaks.ceiling_gflops(flops / bytes, DType::f32);
 //
 // The figures depend on the kernel threads, so each thread count is measured and cached apart,
-// keyed by the CPU's model as well: $XDG_CACHE_HOME/kiln/machine_peaks.json (~/.cache/kiln/
-// when XDG_CACHE_HOME is unset). `kiln info --peaks` prints them (and measures them when the
+// keyed by the CPU's model as well, in machine_peaks.json of $KILN_CACHE_DIR, else
+// $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. `kiln info --peaks` prints them (and measures them when the
 // cache has none). Figures measured while other work shared the cores are low: each entry keeps
 // the load average it was taken at, and `kiln info --peaks --remeasure` replaces it.
 #include <optional>
