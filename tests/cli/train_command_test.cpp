@@ -168,6 +168,21 @@ TEST(TrainCommand, YamlConfigUsesLongFlagNamesAndTheCommandLineWins) {
   fs::remove(path);
 }
 
+TEST(TrainCommand, PipelineWorkersAndPrefetchFromFlagsOrYaml) {
+  EXPECT_EQ(parse({}).workers, 0);
+  EXPECT_EQ(parse({}).prefetch, 0);
+  TrainConfig c = parse({"--workers", "3", "--prefetch", "64"});
+  EXPECT_EQ(c.workers, 3);
+  EXPECT_EQ(c.prefetch, 64);
+  std::string path = write_yaml("pipeline.yaml", "workers: 2\nprefetch: 8\n");
+  c = parse({"--config", path});
+  EXPECT_EQ(c.workers, 2);
+  EXPECT_EQ(c.prefetch, 8);
+  fs::remove(path);
+  EXPECT_THROW(parse({"--workers", "-1"}), CLI::ParseError);
+  EXPECT_THROW(parse({"--prefetch", "x"}), CLI::ParseError);
+}
+
 TEST(TrainCommand, YamlErrorsNameTheKey) {
   std::string unknown = write_yaml("unknown.yaml", "epochs: 2\nbatch_size: 64\n");
   try {

@@ -8,7 +8,10 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/functional.h"
+#include "kiln/profile/files.h"
+#include "kiln/profile/raw_files.h"
 #include "kiln/profile/recommendations.h"
+#include "kiln/profile/step_comparison.h"
 #include "kiln/train/compiled_step.h"
 #include "profile/profile_testing.h"
 
@@ -19,7 +22,20 @@ using testing::lenet_dataset;
 using testing::lenet_model;
 
 ProfilerOptions collect_only() {
-  return {.output_path = "unused", .profile_memory = true, .start_profile = true};
+  return {.output_path = "unused",
+          .profile_memory = true,
+          .start_profile = true,
+          .machine_peaks = false};
+}
+
+// The trace's "[memory]" events of a profile written to `dir`.
+std::vector<nlohmann::json> memory_events(const std::string& dir) {
+  std::vector<nlohmann::json> events;
+  const nlohmann::json trace = nlohmann::json::parse(read_file(dir + "/trace.json"));
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.value("cat", "") == "memory") events.push_back(e);
+  }
+  return events;
 }
 
 TEST(ProfilerCollects, OneEventPerEagerKernelWithTheOpsCost) {
@@ -40,6 +56,26 @@ TEST(ProfilerCollects, OneEventPerEagerKernelWithTheOpsCost) {
   EXPECT_DOUBLE_EQ(matmul.flops, 2.0 * 8 * 16 * 4);
   EXPECT_NE(matmul.shapes.find("f32[8, 16]"), std::string::npos) << matmul.shapes;
   for (const OpEvent& e : c.ops) EXPECT_LE(e.begin_ns, e.end_ns);
+}
+
+// Each launch names the kernel that ran: oneDNN's implementation for a matmul, Kiln's own for
+// an elementwise add (no primitive noted itself), with the launch's threads and dtype.
+TEST(ProfilerCollects, EagerLaunchesNameTheirKernel) {
+  Tensor a = Tensor::ones({64, 128});
+  Tensor b = Tensor::ones({128, 32});
+  Profiler profiler(collect_only());
+  ops::matmul(a, b);
+  ops::add(a, a);
+  profiler.stop();
+  const Collection& c = profiler.collection();
+  ASSERT_EQ(c.ops.size(), 2u);
+  const OpSignature& matmul = c.signatures[c.ops[0].signature];
+  const OpSignature& add = c.signatures[c.ops[1].signature];
+  EXPECT_FALSE(matmul.kernel.empty());
+  EXPECT_EQ(matmul.kernel.rfind("kiln:", 0), std::string::npos) << matmul.kernel;
+  EXPECT_EQ(add.kernel, "kiln:add");
+  EXPECT_EQ(matmul.dtype, "f32");
+  EXPECT_GE(matmul.threads, 1);
 }
 
 TEST(ProfilerCollects, OnlyOneProfilerAtATime) {
@@ -74,6 +110,16 @@ TEST(ProfilerCollects, GraphLaunchesEqualTheExecutedLaunches) {
     conv_with_flops = conv_with_flops || (s.name == "conv2d" && s.flops > 0);
   }
   EXPECT_TRUE(conv_with_flops);
+  // Every launch names its kernel: some oneDNN primitives (the convolutions, the matmuls), some
+  // of Kiln's own (the pointwise ops).
+  int onednn = 0, own = 0;
+  for (const OpSignature& s : c.signatures) {
+    ASSERT_FALSE(s.kernel.empty()) << s.name;
+    (s.kernel.rfind("kiln:", 0) == 0 ? own : onednn) += 1;
+    if (s.name == "conv2d") EXPECT_NE(s.kernel, "kiln:conv2d") << "the primitive noted itself";
+  }
+  EXPECT_GT(onednn, 0);
+  EXPECT_GT(own, 0);
 }
 
 // The steady steps' phases (and the short bookkeeping between them) make up the step.
@@ -116,17 +162,78 @@ TEST(ProfilerCollects, PeakIsTheAllocatorsOwnCounter) {
   Profiler profiler(collect_only());
   constexpr int64_t kBytes = 48 << 20;
   {
-    Tensor big = Tensor::ones({kBytes / 4});  // written by a kernel: sampled after it
+    Tensor big = Tensor::ones({kBytes / 4});  // allocated while profiling: an event
     ops::add(big, big);
   }
   profiler.stop();
   const Collection& c = profiler.collection();
   EXPECT_EQ(c.allocator_peak_bytes, allocator::stats().peak_bytes);
   EXPECT_GE(c.allocator_peak_bytes, 2 * kBytes);
-  int64_t sampled = 0;
-  for (const MemorySample& m : c.memory) sampled = std::max(sampled, m.in_use_bytes);
-  EXPECT_GE(sampled, 2 * kBytes);
-  EXPECT_LE(sampled, c.allocator_peak_bytes);
+  int64_t recorded = 0;
+  for (const AllocationEvent& e : c.allocations) recorded = std::max(recorded, e.in_use_bytes);
+  EXPECT_GE(recorded, 2 * kBytes);
+  EXPECT_LE(recorded, c.allocator_peak_bytes);
+}
+
+// Every allocation and release is an event; together they account for the bytes in use, the
+// largest in use is the allocator's own peak, and each names the op it happened in.
+TEST(ProfilerCollects, AllocatorEventsAddUpAndNameTheirOp) {
+  testing::TempDir dir("kiln-profile-allocations");
+  ProfilerOptions options = collect_only();
+  options.output_path = dir.str();
+  const int64_t before = allocator::stats().in_use_bytes;
+  constexpr int64_t kElements = 3 << 20;
+  Profiler profiler(options);
+  Tensor kept;
+  {
+    Tensor big = Tensor::ones({kElements});
+    kept = ops::add(big, big);
+  }
+  profiler.stop();
+  const Collection& c = profiler.collection();
+  int64_t sum = 0, largest = before;
+  for (const AllocationEvent& e : c.allocations) {
+    sum += e.bytes;
+    largest = std::max(largest, e.in_use_bytes);
+  }
+  EXPECT_EQ(before + sum, allocator::stats().in_use_bytes);
+  EXPECT_EQ(largest, c.allocator_peak_bytes);
+
+  write_raw_files(c, dir.str());
+  const int64_t add_output = int64_t(allocator::size_class(size_t(kElements) * 4));
+  bool found = false;
+  for (const nlohmann::json& e : memory_events(dir.str())) {
+    if (e["args"]["bytes"] == add_output && e["args"]["op"] == "add") found = true;
+    EXPECT_FALSE(e["args"]["op"].get<std::string>().empty());
+  }
+  EXPECT_TRUE(found) << "add's output allocation, named after add";
+}
+
+// A compiled step's memory plan: its buffers inside the arena, each with the node that writes
+// it, and the schedule positions of the launched nodes.
+TEST(ProfilerCollects, CompiledGraphsCarryTheirMemoryPlan) {
+  testing::ModeGuard guard(GRAPH_MODE);
+  auto model = lenet_model();
+  Profiler profiler(collect_only());
+  model->train(1, lenet_dataset(32, 16));
+  profiler.stop();
+  const Collection& c = profiler.collection();
+  ASSERT_EQ(c.compiles.size(), 1u);
+  const CompileEvent& ce = c.compiles[0];
+  ASSERT_FALSE(ce.buffers.empty());
+  for (const PlanBuffer& b : ce.buffers) {
+    EXPECT_GE(b.offset, 0);
+    EXPECT_LE(b.offset + b.bytes, int64_t(ce.counts.at("arena_bytes"))) << b.holds;
+    EXPECT_LE(b.first, b.last) << b.holds;
+    EXPECT_FALSE(b.holds.empty());
+  }
+  EXPECT_FALSE(ce.node_positions.empty());
+  // The pipeline's queues are sampled with their depth.
+  ASSERT_FALSE(c.pipeline.empty());
+  for (const data::StageStats& st : c.pipeline.back().stats.stages) {
+    EXPECT_GT(st.queue_capacity, 0) << st.name;
+    EXPECT_LE(st.queue_blocks, st.queue_capacity) << st.name;
+  }
 }
 
 TEST(ProfilerCollects, RecompilesAndPipelineStatistics) {
@@ -178,6 +285,94 @@ TEST(Recommendations, RecompilesAskForDropRemainder) {
   EXPECT_FALSE(mentions(recommend(data), "drop_remainder"));
   data.profile["compiles"].push_back({{"compiles", 2}, {"reason", "new input shape"}});
   EXPECT_TRUE(mentions(recommend(data), "drop_remainder"));
+}
+
+ProfileData with_comparisons(std::vector<std::pair<std::string, double>> timings) {
+  ProfileData data = steps_with_data_wait(0);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [setting, ms] : timings) {
+    list.push_back({{"setting", setting}, {"ms", ms}, {"profiled", setting == kProfiledSetting}});
+  }
+  data.profile["comparisons"] = list;
+  return data;
+}
+
+const Recommendation* find(const std::vector<Recommendation>& advice, const std::string& word) {
+  for (const Recommendation& r : advice) {
+    if (r.title.find(word) != std::string::npos) return &r;
+  }
+  return nullptr;
+}
+
+TEST(Recommendations, EagerRunsGetTheMeasuredGainOfGraphMode) {
+  ProfileData data = with_comparisons(
+      {{kProfiledSetting, 10.0}, {kGraphSetting, 4.0}, {kGraphFusionSetting, 2.5}});
+  data.graph = false;
+  data.eager = true;
+  const std::vector<Recommendation> advice = recommend(data);
+  const Recommendation* r = find(advice, "GRAPH_MODE");
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r->title.find("4.00x faster"), std::string::npos) << r->title;
+  EXPECT_NE(r->title.find("--graph-kernel on"), std::string::npos) << r->title;
+  EXPECT_NE(r->reason.find("10.00 ms"), std::string::npos) << r->reason;
+  // Graph mode measured slower: no advice to switch.
+  ProfileData slower = with_comparisons({{kProfiledSetting, 10.0}, {kGraphSetting, 12.0}});
+  slower.graph = false;
+  slower.eager = true;
+  EXPECT_FALSE(mentions(recommend(slower), "GRAPH_MODE"));
+}
+
+TEST(Recommendations, MixedPrecisionSlowerThanO0IsSaid) {
+  ProfileData data = with_comparisons({{kProfiledSetting, 8.0}, {kAmpO0Setting, 6.0}});
+  data.profile["annotations"] = {{"amp level", "O2"}};
+  const std::vector<Recommendation> advice = recommend(data);
+  const Recommendation* r = find(advice, "slower than O0");
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r->title.find("O2"), std::string::npos) << r->title;
+  EXPECT_FALSE(
+      mentions(recommend(with_comparisons({{kProfiledSetting, 6.0}, {kAmpO0Setting, 8.0}})),
+               "slower than O0"));
+  // Graph mode's own race kept fp32.
+  ProfileData raced = steps_with_data_wait(0);
+  raced.profile["amp_race"] = {
+      {{"setting", "bf16 where it pays"}, {"ms", 5.0}, {"profiled", false}},
+      {{"setting", "float32"}, {"ms", 4.0}, {"profiled", true}}};
+  EXPECT_TRUE(mentions(recommend(raced), "bf16 is slower than fp32"));
+}
+
+TEST(Recommendations, FusionAndO2WhenMeasuredFaster) {
+  EXPECT_TRUE(mentions(
+      recommend(with_comparisons({{kProfiledSetting, 10.0}, {kFusionSetting, 7.0}})), "fusion"));
+  EXPECT_FALSE(mentions(
+      recommend(with_comparisons({{kProfiledSetting, 10.0}, {kFusionSetting, 9.9}})), "fusion"));
+  EXPECT_TRUE(mentions(
+      recommend(with_comparisons({{kProfiledSetting, 10.0}, {kAmpO2Setting, 6.0}})), "O2"));
+}
+
+// The profiled step timed in the other settings on the same batch, with every parameter and the
+// optimizer's step put back as they were.
+TEST(StepComparison, TimesTheOtherSettingsAndRestoresTheState) {
+  testing::ModeGuard guard(PYNATIVE_MODE);
+  auto net = models::create("lenet");
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.01));
+  Tensor x = train::testing::batch_images(16, 1), y = train::testing::batch_labels(16, 2);
+  std::vector<Tensor> before;
+  for (const auto& [name, t] : net->state_and_names()) before.push_back(t.clone());
+  const std::vector<StepTiming> timings =
+      compare_step_settings({net, loss, opt, {}}, x, y, {.warmup_steps = 1, .rounds = 2});
+  ASSERT_GE(timings.size(), 3u);
+  EXPECT_EQ(timings[0].setting, kProfiledSetting);
+  EXPECT_TRUE(timings[0].profiled);
+  EXPECT_EQ(timings[1].setting, kGraphSetting);
+  EXPECT_EQ(timings[2].setting, kGraphFusionSetting);
+  for (const StepTiming& t : timings) EXPECT_GT(t.ms, 0) << t.setting;
+  EXPECT_EQ(opt->global_step(), 0);
+  EXPECT_EQ(get_context().mode, PYNATIVE_MODE);
+  size_t i = 0;
+  for (const auto& [name, t] : net->state_and_names()) {
+    EXPECT_EQ(t.to_vector<float>(), before[i++].to_vector<float>()) << name;
+  }
 }
 
 TEST(Recommendations, EagerRunsAreToldOfGraphMode) {

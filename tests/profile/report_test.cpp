@@ -82,6 +82,8 @@ std::map<std::string, std::string> charts(const std::string& dom) {
 
 TEST(ProfileReport, ProfiledLenetRunOpensInChromium) {
   testing::TempDir dir("kiln-profile-report");
+  // This machine's peaks measured into the test's folder, not the user's cache.
+  setenv("KILN_CACHE_DIR", (dir.str() + "/cache").c_str(), 1);
   testing::ModeGuard guard(GRAPH_MODE);
   auto model = testing::lenet_model();
   std::string report;
@@ -139,8 +141,20 @@ TEST(ProfileReport, ProfiledLenetRunOpensInChromium) {
   for (const std::string& name : op_names) {
     EXPECT_NE(top_ops.find("<td>" + name + "</td>"), std::string::npos) << name;
   }
+  // The kernel that ran is in the table for every kind of launch.
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X" || e.at("cat") != "launch") continue;
+    const std::string kernel = e.at("args").at("kernel");
+    ASSERT_FALSE(kernel.empty());
+    EXPECT_NE(top_ops.find("<td class=\"kernel\">" + kernel + "</td>"), std::string::npos)
+        << kernel;
+  }
+  EXPECT_NE(dom.find("id=\"memory-ops\""), std::string::npos) << "the allocating ops' table";
   const auto found = charts(dom);
-  for (const char* id : {"chart-steps", "chart-rates", "chart-memory", "chart-pipeline"}) {
+  // The roofline's ceilings over the rates (the peaks were measured for the report).
+  EXPECT_NE(found.at("chart-rates").find("class=\"ceiling\""), std::string::npos);
+  for (const char* id :
+       {"chart-steps", "chart-rates", "chart-memory", "chart-pipeline", "chart-plan"}) {
     ASSERT_TRUE(found.count(id)) << id;
     const std::string& svg = found.at(id);
     const bool drawn = svg.find("<rect") != std::string::npos ||

@@ -9,14 +9,19 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kiln/cli/ops_reference.h"
+#include "kiln/cli/option_checks.h"
+#include "kiln/core/error.h"
 #include "kiln/core/kernel_threads.h"
 #include "kiln/core/threads.h"
 #include "kiln/ops/cpu_support.h"
+#include "kiln/ops/machine_peaks.h"
 
 namespace kiln::cli {
 namespace {
@@ -139,6 +144,34 @@ void print_text(const nlohmann::ordered_json& j) {
   std::cout << "\n";
 }
 
+nlohmann::ordered_json peaks_json(const ops::MachinePeaks& p) {
+  nlohmann::ordered_json j;
+  j["cpu"] = p.cpu;
+  j["threads"] = p.threads;
+  j["f32_gflops"] = p.f32_gflops;
+  j["bf16_gflops"] = p.bf16_gflops;
+  j["memory_gbps"] = p.memory_gbps;
+  j["matmul_kernel"] = p.matmul_kernel;
+  j["load_average"] = p.load_average;
+  j["measured_at"] = p.measured_at;
+  j["source"] = p.source;
+  return j;
+}
+
+void print_peaks(const ops::MachinePeaks& p) {
+  std::printf(
+      "machine peaks, %d kernel thread(s): fp32 matmul %.1f GFLOP/s (%s), bf16 matmul %s, memory "
+      "%.1f GB/s\n  %s at %s, load average %.2f%s\n",
+      p.threads, p.f32_gflops, p.matmul_kernel.c_str(),
+      p.bf16_gflops > 0 ? (std::to_string(int(p.bf16_gflops + 0.5)) + " GFLOP/s").c_str()
+                        : "none (no bf16 arithmetic)",
+      p.memory_gbps, p.source == "measured" ? "measured now" : ("cached in " + p.source).c_str(),
+      p.measured_at.c_str(), p.load_average,
+      p.load_average > 1.0 ? " (other work shared the cores: the figures are low; rerun on an "
+                             "idle machine with --remeasure)"
+                           : "");
+}
+
 }  // namespace
 
 AmpPath amp_path(bool bf16_instructions, bool amx, std::string_view onednn_isa,
@@ -219,19 +252,40 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "Show CPU features, oneDNN, threads and libraries");
   auto json = std::make_shared<bool>(false);
   auto ops_table = std::make_shared<bool>(false);
+  auto peaks = std::make_shared<bool>(false);
+  auto remeasure = std::make_shared<bool>(false);
+  auto threads = std::make_shared<int>(0);
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_flag("--ops", *ops_table,
                 "Print the op table as a markdown reference (docs/ops.md is this output)");
-  cmd->callback([json, ops_table] {
+  cmd->add_flag("--peaks", *peaks,
+                "Also this machine's compute and memory peaks (fp32 and bf16 matmul through "
+                "oneDNN, memory bandwidth), measured once per thread count and cached in " +
+                    ops::machine_peaks_cache_path());
+  cmd->add_flag("--remeasure", *remeasure, "With --peaks: measure again, replacing the cache");
+  cmd->add_option("--threads", *threads,
+                  "With --peaks: the kernel threads to measure with (default: all available "
+                  "cores)")
+      ->check(integer_in(0, kMaxThreads));
+  cmd->callback([json, ops_table, peaks, remeasure, threads] {
     if (*ops_table) {
       std::cout << ops_reference_markdown();
       return;
     }
+    if (*remeasure && !*peaks) throw Error("kiln info: --remeasure needs --peaks");
+    if (*threads > 0 && !*peaks) throw Error("kiln info: --threads needs --peaks");
+    if (*threads > 0) set_num_threads(*threads);
     nlohmann::ordered_json j = collect();
+    std::optional<ops::MachinePeaks> measured;
+    if (*peaks) {
+      measured = *remeasure ? ops::measure_machine_peaks(num_threads()) : ops::machine_peaks();
+      j["peaks"] = peaks_json(*measured);
+    }
     if (*json) {
       std::cout << j.dump() << std::endl;
     } else {
       print_text(j);
+      if (measured) print_peaks(*measured);
     }
   });
 }

@@ -15,6 +15,7 @@
 #include "kiln/cli/record_command.h"
 #include "kiln/cli/report_command.h"
 #include "kiln/cli/train_command.h"
+#include "kiln/cli/tune_command.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     add_report_command(app);
     add_plan_command(app);
     add_bench_command(app);
+    add_tune_command(app);
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();

@@ -35,6 +35,7 @@
 #include "kiln/optim/sgd.h"
 #include "kiln/parallel/data_parallel.h"
 #include "kiln/profile/profiler.h"
+#include "kiln/profile/step_comparison.h"
 #include "kiln/train/callbacks.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/model.h"
@@ -52,6 +53,8 @@ constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxBatchSize = 1 << 20;
 constexpr double kMaxLr = 1000;
 constexpr int64_t kMaxContext = 1 << 16;
+constexpr int kMaxPrefetchRows = 1 << 16;
+constexpr int kDefaultPrefetchRows = 16;  // data/config.h's default, MindSpore's
 
 // Measures steady-state throughput: images of the steps after the first kWarmupSteps (from the
 // first sink end past them, in sink mode).
@@ -95,30 +98,6 @@ class ThroughputMonitor : public train::Callback {
   float last_loss_ = 0;
   Clock::time_point begin_, start_, end_;
 };
-
-std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
-                                                 int64_t total_steps) {
-  double lr = c.lr == -1 ? default_lr(c.optimizer) : c.lr;
-  optim::LearningRate schedule;
-  if (c.schedule == "constant") {
-    schedule = optim::constant_lr(lr);
-  } else if (c.schedule == "cosine") {
-    int64_t warmup = std::min<int64_t>(200, std::max<int64_t>(total_steps / 10, 1));
-    schedule = optim::linear_warmup(
-        optim::cosine_decay_lr(0.0, lr, std::max<int64_t>(total_steps - warmup, 1)), warmup, 0.1);
-  } else {
-    throw Error("kiln train: --schedule must be cosine or constant, got '" + c.schedule + "'");
-  }
-  if (c.optimizer == "momentum") {
-    return std::make_shared<optim::Momentum>(std::move(params), schedule,
-                                             optim::MomentumOptions{.momentum = 0.9});
-  }
-  if (c.optimizer == "sgd") return std::make_shared<optim::SGD>(std::move(params), schedule);
-  if (c.optimizer == "adam") return std::make_shared<optim::Adam>(std::move(params), schedule);
-  if (c.optimizer == "adamw") return std::make_shared<optim::AdamW>(std::move(params), schedule);
-  throw Error("kiln train: --optimizer must be momentum, sgd, adam or adamw, got '" + c.optimizer +
-              "'");
-}
 
 // A CLI11 check that runs `parse` on the value; CLI11 puts the flag in front of the message, so
 // the parser's own "flag: " prefix is dropped.
@@ -204,6 +183,30 @@ void validate(const TrainConfig& c) {
 
 }  // namespace
 
+std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
+                                                 int64_t total_steps) {
+  double lr = c.lr == -1 ? default_lr(c.optimizer) : c.lr;
+  optim::LearningRate schedule;
+  if (c.schedule == "constant") {
+    schedule = optim::constant_lr(lr);
+  } else if (c.schedule == "cosine") {
+    int64_t warmup = std::min<int64_t>(200, std::max<int64_t>(total_steps / 10, 1));
+    schedule = optim::linear_warmup(
+        optim::cosine_decay_lr(0.0, lr, std::max<int64_t>(total_steps - warmup, 1)), warmup, 0.1);
+  } else {
+    throw Error("kiln train: --schedule must be cosine or constant, got '" + c.schedule + "'");
+  }
+  if (c.optimizer == "momentum") {
+    return std::make_shared<optim::Momentum>(std::move(params), schedule,
+                                             optim::MomentumOptions{.momentum = 0.9});
+  }
+  if (c.optimizer == "sgd") return std::make_shared<optim::SGD>(std::move(params), schedule);
+  if (c.optimizer == "adam") return std::make_shared<optim::Adam>(std::move(params), schedule);
+  if (c.optimizer == "adamw") return std::make_shared<optim::AdamW>(std::move(params), schedule);
+  throw Error("kiln train: --optimizer must be momentum, sgd, adam or adamw, got '" + c.optimizer +
+              "'");
+}
+
 double default_lr(const std::string& optimizer) {
   if (optimizer == "adam" || optimizer == "adamw") return 1e-3;
   if (optimizer == "sgd") return 0.1;
@@ -235,6 +238,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   if (c.threads > 0) set_num_threads(c.threads);
   set_seed(c.seed);
   data::config::set_seed(c.seed);
+  data::config::set_num_parallel_workers(c.workers);  // 0: one per core
+  data::config::set_prefetch_size(c.prefetch > 0 ? c.prefetch : kDefaultPrefetchRows);
   set_context({.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE,
                .enable_graph_kernel = c.graph_kernel,
                .save_graphs_path = c.dump_graph,
@@ -272,14 +277,14 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
   out << setup.description << "\n";
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
   auto optimizer = make_optimizer(c, net->trainable_params(), total_steps);
-  train::Model model(net, loss, optimizer,
-                     {.amp_level = c.amp_level,
-                      .keep_batchnorm_fp32 = c.keep_batchnorm_fp32,
-                      .amp_dtype = c.amp_dtype,
-                      .amp_strict = c.amp_strict,
-                      .loss_scale = c.loss_scale,
-                      .metrics = setup.metrics,
-                      .compile_log = c.compile_log});
+  const train::ModelOptions model_options{.amp_level = c.amp_level,
+                                          .keep_batchnorm_fp32 = c.keep_batchnorm_fp32,
+                                          .amp_dtype = c.amp_dtype,
+                                          .amp_strict = c.amp_strict,
+                                          .loss_scale = c.loss_scale,
+                                          .metrics = setup.metrics,
+                                          .compile_log = c.compile_log};
+  train::Model model(net, loss, optimizer, model_options);
 
   train::TrainOptions options;
   if (!c.resume.empty()) {
@@ -332,9 +337,23 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
             std::to_string(c.batch_size) + " --amp-level " + c.amp_level +
             (c.sink_size != 0 ? " --sink-size " + std::to_string(c.sink_size) : std::string()));
     profiler->annotate("kernel threads", std::to_string(num_threads()));
+    profiler->annotate("amp level", c.amp_level);
   }
   model.train(epochs, train_ds, callbacks, options);
-  if (profiler) out << "profile written: " << profiler->analyse() << "\n";
+  if (profiler) {
+    profiler->stop();
+    if (c.profile_compare && job.ranks == 1) {
+      data::TupleIterator first = train_ds.create_tuple_iterator({.num_epochs = 1});
+      std::vector<Tensor> batch;
+      if (first.next(batch)) {
+        out << "profile: timing the same step in the settings the report compares\n";
+        profiler->add_step_comparison(profile::compare_step_settings(
+            {net, loss, optimizer, model_options}, batch[0], batch[1]));
+      }
+      first.stop();
+    }
+    out << "profile written: " << profiler->analyse() << "\n";
+  }
   auto result = model.eval(test_ds, setup.metrics);
 
   TrainReport r;
@@ -407,6 +426,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
           cs.busy_ns > 0 ? std::max(0.0, 1.0 - double(cs.waited_ns) / double(cs.busy_ns)) : 0.0;
     }
     j["threads"] = num_threads();
+    j["workers"] = data::config::get_num_parallel_workers();
+    j["prefetch"] = data::config::get_prefetch_size();
     j["images_per_sec"] = r.images_per_sec;
     j["test_accuracy"] = r.test_accuracy;
     if (setup.tokens_per_row > 0) {
@@ -434,6 +455,7 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   auto graph_kernel = std::make_shared<std::string>("on");
   auto keep_bn = std::make_shared<std::string>("on");
   auto compile_log = std::make_shared<std::string>("on");
+  auto profile_compare = std::make_shared<std::string>("on");
   cmd->add_option("--config", *config_file, "YAML file whose keys are these long flag names");
   cmd->add_option("--model", c->model,
                   "lenet | resnet20 | resnet56 | resnet18 | resnet50 | mobilenetv2 | mlp | gpt (a "
@@ -541,14 +563,26 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
   cmd->add_option("--compile-log", *compile_log,
                   "on | off: graph mode's stderr line per compiled graph (default on)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--workers", c->workers,
+                  "Map workers of the data pipeline (num_parallel_workers; default 0: one per "
+                  "core this process may use)")
+      ->check(integer_in(0, kMaxThreads));
+  cmd->add_option("--prefetch", c->prefetch,
+                  "Rows each data pipeline queue holds (prefetch_size; default 0: 16)")
+      ->check(integer_in(0, kMaxPrefetchRows));
   cmd->add_option("--profile", c->profile,
                   "Profile the training into this folder: trace.json (Perfetto), ops.csv, "
                   "steps.csv and report.html (rebuild it with `kiln report DIR`)");
-  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, compile_log, action] {
+  cmd->add_option("--profile-compare", *profile_compare,
+                  "on | off: with --profile, time the same step in graph mode, with fusion, at "
+                  "O0 or O2 afterwards, for the report's measured recommendations (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->callback([cmd, c, config_file, graph_kernel, keep_bn, compile_log, profile_compare, action] {
     if (!config_file->empty()) apply_yaml_config(*cmd, *config_file, "kiln train");
     c->graph_kernel = *graph_kernel == "on";
     c->keep_batchnorm_fp32 = *keep_bn == "on";
     c->compile_log = *compile_log == "on";
+    c->profile_compare = *profile_compare == "on";
     action(*c);
   });
 }

@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "kiln/optim/optimizer.h"
 
 namespace CLI {
 class App;
@@ -62,7 +65,12 @@ struct TrainConfig {
   double memory_limit_mb = 0;  // 0: no limit
   // auto | direct | winograd: how 3x3 stride-1 convolutions run (Context::conv_algorithm)
   std::string conv_algorithm = "auto";
-  std::string profile;   // profile the training there (trace.json, report.html, ...)
+  int workers = 0;      // map workers of the data pipeline (0: one per core this process may use)
+  int prefetch = 0;     // rows each pipeline queue holds (0: data::config's default, 16)
+  std::string profile;  // profile the training there (trace.json, report.html, ...)
+  // With --profile: time the step under the settings a user would try next (graph mode, fusion,
+  // O0 / O2; profile/step_comparison.h) for the report's recommendations.
+  bool profile_compare = true;
   int64_t context = 64;  // gpt: tokens per window (the position embedding's rows)
 };
 
@@ -90,6 +98,11 @@ TrainReport run_train(const TrainConfig& config, std::ostream& out);
 
 // The learning rate used when --lr is not given.
 double default_lr(const std::string& optimizer);
+
+// The optimizer --optimizer, --lr and --schedule name, over `params`, its schedule spanning
+// `total_steps`.
+std::shared_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config,
+                                                 std::vector<Tensor> params, int64_t total_steps);
 
 }  // namespace kiln::cli
 

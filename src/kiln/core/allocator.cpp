@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -42,6 +43,8 @@ void* os_allocate(size_t bytes, size_t requested) {
   return p;
 }
 
+constinit std::atomic<AllocationObserver> g_observer{nullptr};
+
 }  // namespace
 
 size_t size_class(size_t bytes) {
@@ -59,34 +62,48 @@ size_t size_class(size_t bytes) {
 void* allocate(size_t bytes) {
   size_t cls = size_class(bytes);
   Cache& c = cache();
+  void* reused = nullptr;
+  int64_t in_use = 0;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.stats.in_use_bytes += int64_t(cls);
+    in_use = c.stats.in_use_bytes;
     if (c.stats.in_use_bytes > c.stats.peak_bytes) c.stats.peak_bytes = c.stats.in_use_bytes;
     auto it = c.free_lists.find(cls);
     if (it != c.free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      reused = it->second.back();
       it->second.pop_back();
       c.stats.cached_bytes -= int64_t(cls);
-      return p;
+    } else {
+      ++c.stats.os_allocations;
     }
-    ++c.stats.os_allocations;
   }
-  return os_allocate(cls, bytes);
+  void* p = reused ? reused : os_allocate(cls, bytes);
+  if (AllocationObserver observer = g_observer.load(std::memory_order_acquire)) {
+    observer(int64_t(cls), in_use);
+  }
+  return p;
 }
 
 void release(void* ptr, size_t bytes) {
   if (!ptr) return;
   size_t cls = size_class(bytes);
   Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.stats.in_use_bytes -= int64_t(cls);
-  if (c.stats.cached_bytes + int64_t(cls) > c.cache_limit) {
-    std::free(ptr);
-    return;
+  int64_t in_use = 0;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.in_use_bytes -= int64_t(cls);
+    in_use = c.stats.in_use_bytes;
+    if (c.stats.cached_bytes + int64_t(cls) > c.cache_limit) {
+      std::free(ptr);
+    } else {
+      c.free_lists[cls].push_back(ptr);
+      c.stats.cached_bytes += int64_t(cls);
+    }
   }
-  c.free_lists[cls].push_back(ptr);
-  c.stats.cached_bytes += int64_t(cls);
+  if (AllocationObserver observer = g_observer.load(std::memory_order_acquire)) {
+    observer(-int64_t(cls), in_use);
+  }
 }
 
 MemoryStats stats() {
@@ -109,6 +126,10 @@ void empty_cache() {
     list.clear();
   }
   c.stats.cached_bytes = 0;
+}
+
+void set_allocation_observer(AllocationObserver observer) {
+  g_observer.store(observer, std::memory_order_release);
 }
 
 void set_cache_limit(int64_t bytes) {

@@ -28,6 +28,12 @@ void empty_cache();
 // Cached bytes above this limit go back to the OS on release (default 8 GiB).
 void set_cache_limit(int64_t bytes);
 
+// Told every allocate (bytes > 0) and release (bytes < 0) of a block, its size class, with the
+// bytes in use right after it; called on the allocating thread, outside the allocator's lock
+// (the profiler). With none set an allocation reads one atomic pointer more. Null removes it.
+using AllocationObserver = void (*)(int64_t bytes, int64_t in_use_bytes);
+void set_allocation_observer(AllocationObserver observer);
+
 }  // namespace allocator
 
 // Peak resident set size of the process, in MiB (from getrusage).

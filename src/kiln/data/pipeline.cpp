@@ -193,6 +193,7 @@ PipelineStats Pipeline::stats() const {
     x.wait_in_s = double(st->counters.wait_in_ns.load(std::memory_order_relaxed)) * 1e-9;
     x.wait_out_s = double(st->counters.wait_out_ns.load(std::memory_order_relaxed)) * 1e-9;
     x.queue_capacity = st->out.capacity();
+    x.queue_blocks = int(st->out.size());
     s.stages.push_back(std::move(x));
   }
   diagnose(s, available_cores());

@@ -133,7 +133,8 @@ std::string PipelineStats::to_json() const {
          ",\"blocks\":" + std::to_string(st.blocks) + ",\"busy_s\":" + num(st.busy_s) +
          ",\"wait_in_s\":" + num(st.wait_in_s) + ",\"wait_out_s\":" + num(st.wait_out_s) +
          ",\"busy_fraction\":" + num(st.busy_fraction(wall_s)) +
-         ",\"queue_capacity\":" + std::to_string(st.queue_capacity) + "}";
+         ",\"queue_capacity\":" + std::to_string(st.queue_capacity) +
+         ",\"queue_blocks\":" + std::to_string(st.queue_blocks) + "}";
   }
   o += "],\"bottleneck\":" + json_string(bottleneck) + ",\"advice\":" + json_string(advice) + "}";
   return o;

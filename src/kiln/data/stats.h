@@ -16,6 +16,7 @@ struct StageStats {
   double wait_in_s = 0;    // summed over workers: time blocked on the input queue
   double wait_out_s = 0;   // summed over workers: time blocked on a full output queue
   int queue_capacity = 0;  // output queue capacity, in blocks
+  int queue_blocks = 0;    // blocks waiting in the output queue when the statistics were taken
   // Fraction of the stage's thread-time spent working, over `wall_s` of the pipeline.
   double busy_fraction(double wall_s) const;
 };

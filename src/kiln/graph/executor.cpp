@@ -19,6 +19,7 @@
 #include "kiln/graph/dump.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/copy.h"
 #include "kiln/ops/kernels/pointwise.h"
 
@@ -230,6 +231,7 @@ void Executable::launch(size_t begin, size_t end) {
   const bool timed = profile_ || observer != nullptr;
   for (size_t li = begin; li < end; ++li) {
     Launch& l = launches_[li];
+    if (observer != nullptr) ops::clear_kernel_notes();  // the observer takes this launch's
     const int64_t launch_begin = timed ? now_ns() : 0;
     KernelThreads team(l.threads);
     switch (l.kind) {

@@ -50,6 +50,24 @@ ops::Cost node_cost(const Graph& graph, const Node& node,
   return cost;
 }
 
+// Kiln's kernel for a node the executor runs as a special kernel (fused nodes, layout nodes).
+std::string own_kernel_name(const Node& node) {
+  switch (node.type) {
+    case NodeType::op:
+      return "kiln:" + std::string(ops::op_name(node.op));
+    case NodeType::reorder:
+      return "kiln:reorder";
+    case NodeType::relu_mask:
+      return "kiln:relu_mask";
+#define KILN_FUSED_NODE_KERNEL_NAME(type, fusion, counted_as, kernel) \
+  case NodeType::type:                                                \
+    return "kiln:" #type;
+      KILN_FOR_EACH_FUSED_NODE(KILN_FUSED_NODE_KERNEL_NAME)
+#undef KILN_FUSED_NODE_KERNEL_NAME
+  }
+  return "kiln:?";
+}
+
 }  // namespace
 
 namespace detail {
@@ -94,6 +112,23 @@ LaunchInfo Executable::launch_info(size_t i) const {
   info.node = launch.node;
   info.label = node_label(node);
   info.kernel = kernel_kind(launch);
+  switch (launch.kind) {
+    case Launch::Kind::kernel:
+      info.own_kernel = "kiln:" + std::string(ops::op_name(node.op));
+      break;
+    case Launch::Kind::pointwise:
+      info.own_kernel = "kiln:pointwise";
+      break;
+    case Launch::Kind::copy_reshape:
+      info.own_kernel = "kiln:strided_copy";
+      break;
+    case Launch::Kind::view_copy:
+      info.own_kernel = "kiln:view_copy";
+      break;
+    case Launch::Kind::special:
+      info.own_kernel = own_kernel_name(node);
+      break;
+  }
   for (ValueId v : node.inputs) {
     if (v != kNoValue) info.inputs.push_back(graph_.value(v).meta);
   }

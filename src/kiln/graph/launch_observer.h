@@ -19,6 +19,10 @@ struct LaunchInfo {
   int32_t node = -1;   // the node's id in the compiled graph
   std::string label;   // node_label: "conv2d", "fused[add,relu]"
   std::string kernel;  // what runs it: "op kernel", "pointwise", "fused elementwise", "special"...
+  // Kiln's own kernel, named as ops/kernel_name.h names kernels ("kiln:pointwise",
+  // "kiln:fused_elementwise"): what the profiler shows when no kernel noted itself (an op table
+  // kernel or oneDNN primitive that did is named by its note instead).
+  std::string own_kernel;
   std::vector<ops::TensorMeta> inputs, outputs;
   ops::Cost cost;  // flops 0 where the node's work is not counted (copies, reorders)
 };

@@ -6,6 +6,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/kernel_threads.h"
+#include "kiln/ops/kernel_name.h"
 
 namespace kiln::ops {
 namespace {
@@ -152,6 +153,7 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
   std::vector<Tensor> outputs(out_metas.size());
   KernelThreads team(eager_kernel_threads(def, in_metas, out_metas, attrs));
   KernelObserver on_kernel = g_chain.kernel_observer();
+  if (on_kernel) clear_kernel_notes();  // the observer takes what this kernel notes
   int64_t begin = on_kernel ? now_ns() : 0;
   if (def.view) {
     outputs[0] = def.view(inputs[0], attrs);

@@ -30,6 +30,29 @@ int phase_by_name(const std::string& name) {
   return -1;
 }
 
+DType dtype_from_name(const std::string& name) {
+  for (DType d : {DType::bf16, DType::f16}) {
+    if (name == dtype_name(d)) return d;
+  }
+  return DType::f32;
+}
+
+std::optional<ops::MachinePeaks> peaks_of(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  ops::MachinePeaks p;
+  p.cpu = j.value("cpu", "");
+  p.threads = j.value("threads", 0);
+  p.f32_gflops = j.value("f32_gflops", 0.0);
+  p.bf16_gflops = j.value("bf16_gflops", 0.0);
+  p.memory_gbps = j.value("memory_gbps", 0.0);
+  p.matmul_kernel = j.value("matmul_kernel", "");
+  p.load_average = j.value("load_average", 0.0);
+  p.measured_at = j.value("measured_at", "");
+  p.source = j.value("source", "");
+  if (p.f32_gflops <= 0 || p.memory_gbps <= 0) return std::nullopt;
+  return p;
+}
+
 struct PhaseSpan {
   int phase;
   double begin_us, duration_us;
@@ -48,6 +71,12 @@ void assign_phases(std::vector<StepRow>& steps, std::vector<PhaseSpan>& phases) 
 }
 
 }  // namespace
+
+double OpRow::share_of_peak(const ops::MachinePeaks& peaks) const {
+  if (flops <= 0 || bytes <= 0 || total_us <= 0) return 0;
+  const double ceiling = peaks.ceiling_gflops(flops_per_byte(), dtype_from_name(dtype));
+  return ceiling > 0 ? gflops_per_s() / ceiling : 0;
+}
 
 double StepRow::other_us() const {
   double phases = 0;
@@ -71,6 +100,18 @@ StepRow ProfileData::steady_mean() const {
 double ProfileData::steady_images_per_s() const {
   const StepRow mean = steady_mean();
   return mean.duration_us > 0 ? double(mean.batch_size) / mean.duration_us * 1e6 : 0;
+}
+
+const ops::MachinePeaks* ProfileData::peaks_for(int threads) const {
+  for (const ops::MachinePeaks& p : peaks_by_threads) {
+    if (p.threads == threads) return &p;
+  }
+  return peaks ? &*peaks : nullptr;
+}
+
+double ProfileData::share_of_peak(const OpRow& row) const {
+  const ops::MachinePeaks* p = peaks_for(row.threads);
+  return p ? row.share_of_peak(*p) : 0;
 }
 
 int ProfileData::compiles() const {
@@ -102,7 +143,9 @@ ProfileData load_profile(const std::string& dir) {
           data.ops.push_back({.name = name,
                               .mode = std::get<1>(key),
                               .kernel = std::get<2>(key),
-                              .shapes = std::get<3>(key)});
+                              .shapes = std::get<3>(key),
+                              .dtype = args.value("dtype", ""),
+                              .threads = args.value("threads", 1)});
         }
         OpRow& row = data.ops[it->second];
         const double dur = e.at("dur");
@@ -114,6 +157,11 @@ ProfileData load_profile(const std::string& dir) {
         ++data.launches;
         data.op_names.insert(name);
         (cat == "op" ? data.eager : data.graph) = true;
+        if (args.contains("graph")) {
+          const double ts = e.at("ts");
+          data.graph_launches.push_back(
+              {args.at("graph").get<uint64_t>(), args.value("node", -1), ts, ts + dur});
+        }
       } else if (ph == "X" && cat == "step") {
         StepRow row;
         row.global_step = e.at("args").value("global_step", int64_t(0));
@@ -126,7 +174,11 @@ ProfileData load_profile(const std::string& dir) {
         if (p >= 0) phases.push_back({p, e.at("ts"), e.at("dur")});
       } else if (ph == "C" && e.value("name", "") == "memory") {
         data.memory.push_back(
-            {e.at("ts"), e.at("args").at("in_use_bytes"), e.at("args").at("peak_bytes")});
+            {e.at("ts"), e.at("args").at("in_use_bytes"), e.at("args").value("peak_bytes", 0.0)});
+      } else if (ph == "i" && cat == "memory") {
+        const json& args = e.at("args");
+        data.allocations.push_back({e.at("ts"), e.value("tid", 0), args.at("bytes"),
+                                    args.at("in_use_bytes"), args.value("op", "")});
       }
     }
   } catch (const json::exception& e) {
@@ -139,6 +191,17 @@ ProfileData load_profile(const std::string& dir) {
             [](const StepRow& a, const StepRow& b) { return a.begin_us < b.begin_us; });
   std::sort(data.memory.begin(), data.memory.end(),
             [](const MemoryPoint& a, const MemoryPoint& b) { return a.at_us < b.at_us; });
+  std::stable_sort(
+      data.allocations.begin(), data.allocations.end(),
+      [](const AllocationRow& a, const AllocationRow& b) { return a.at_us < b.at_us; });
+  std::sort(data.graph_launches.begin(), data.graph_launches.end(),
+            [](const LaunchSpan& a, const LaunchSpan& b) { return a.begin_us < b.begin_us; });
+  if (data.profile.contains("machine_peaks")) data.peaks = peaks_of(data.profile["machine_peaks"]);
+  if (data.profile.contains("machine_peaks_by_threads")) {
+    for (const json& j : data.profile["machine_peaks_by_threads"]) {
+      if (std::optional<ops::MachinePeaks> p = peaks_of(j)) data.peaks_by_threads.push_back(*p);
+    }
+  }
   assign_phases(data.steps, phases);
   return data;
 }

@@ -3,21 +3,23 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "kiln/comm/communicator.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
+#include "kiln/core/kernel_threads.h"
+#include "kiln/core/threads.h"
 #include "kiln/graph/dump.h"
 #include "kiln/ops/dispatch_chain.h"
+#include "kiln/ops/kernel_name.h"
+#include "kiln/ops/machine_peaks.h"
 #include "kiln/profile/raw_files.h"
 #include "kiln/profile/report.h"
 
 namespace kiln {
 namespace {
-
-std::atomic<uint32_t> g_threads_seen{0};
-thread_local int64_t t_thread = -1;
 
 std::string describe_metas(std::span<const ops::TensorMeta> inputs,
                            std::span<const ops::TensorMeta> outputs) {
@@ -35,14 +37,52 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
 }
 
-// An eager launch's signature key: the op, its input metas and its attributes.
-uint64_t eager_key(ops::OpKind kind, std::span<const Tensor> inputs, const ops::Attrs& attrs) {
+// An eager launch's signature key: the op, its input metas, its attributes, the kernels that
+// ran (interned names: their addresses) and its threads.
+uint64_t eager_key(ops::OpKind kind, std::span<const Tensor> inputs, const ops::Attrs& attrs,
+                   const ops::KernelNotes& notes, int threads) {
   uint64_t h = mix(0xcbf29ce484222325ull, uint64_t(kind));
   for (const Tensor& t : inputs) {
     h = mix(h, uint64_t(t.dtype()) + 0x100 * uint64_t(t.rank()));
     for (int64_t d : t.shape().dims()) h = mix(h, uint64_t(d));
   }
-  return mix(h, ops::hash_attrs(attrs));
+  for (int i = 0; i < notes.count; ++i) h = mix(h, reinterpret_cast<uintptr_t>(notes.names[i]));
+  return mix(mix(h, uint64_t(threads)), ops::hash_attrs(attrs));
+}
+
+// What a launch computes in: its first floating input's dtype, else its first output's.
+std::string compute_dtype(std::span<const ops::TensorMeta> inputs,
+                          std::span<const ops::TensorMeta> outputs) {
+  for (const ops::TensorMeta& m : inputs) {
+    if (is_floating(m.dtype)) return std::string(dtype_name(m.dtype));
+  }
+  if (!outputs.empty()) return std::string(dtype_name(outputs[0].dtype));
+  return inputs.empty() ? "" : std::string(dtype_name(inputs[0].dtype));
+}
+
+// The static memory plan's buffers, each named after the node that writes it first.
+std::vector<profile::PlanBuffer> plan_buffers(const graph::Executable& exe) {
+  const graph::MemoryPlan& plan = exe.plan();
+  const graph::Graph& g = exe.graph();
+  std::vector<graph::NodeId> producer(g.num_values(), -1);
+  for (graph::NodeId n = 0; n < graph::NodeId(g.num_nodes()); ++n) {
+    for (graph::ValueId v : g.node(n).outputs) {
+      if (v != graph::kNoValue) producer[size_t(v)] = n;
+    }
+  }
+  std::vector<profile::PlanBuffer> out;
+  for (const graph::MemoryPlan::Buffer& b : plan.buffers) {
+    profile::PlanBuffer pb{.offset = b.offset, .bytes = b.bytes, .first = b.first, .last = b.last};
+    if (!b.values.empty()) {
+      const graph::ValueId v = b.values.front();
+      const graph::Value& value = g.value(v);
+      pb.holds = (producer[size_t(v)] >= 0 ? graph::node_label(g.node(producer[size_t(v)]))
+                                           : std::string("input")) +
+                 " " + std::string(dtype_name(value.meta.dtype)) + value.meta.shape.str();
+    }
+    out.push_back(std::move(pb));
+  }
+  return out;
 }
 
 std::map<std::string, double> report_counts(const graph::CompileReport& r) {
@@ -67,11 +107,42 @@ std::map<std::string, double> report_counts(const graph::CompileReport& r) {
 
 }  // namespace
 
-// Receives every observer's calls; one lock guards the records (kernels may run on several
-// threads: data pipeline workers run ops too).
+namespace {
+
+// One thread's launches and allocator events. Each thread appends to its own, under its own
+// lock that only the merge at stop() ever contends: with one lock for all, batch slices and
+// pipeline workers on a busy machine would queue behind a holder the scheduler took off its core.
+struct ThreadEvents {
+  std::mutex mutex;  // guards ops and allocations (the owner appends, end() merges)
+  uint32_t thread = 0;
+  std::vector<profile::OpEvent> ops;
+  std::vector<profile::AllocationEvent> allocations;
+  // The owner's own: its view of the shared signatures, read and written without a lock.
+  std::unordered_map<uint64_t, uint32_t> eager_signatures;
+  uint64_t last_graph = 0;
+  uint32_t last_graph_base = 0;
+  std::vector<bool> kernel_named;  // graph signatures whose kernels this thread looked up
+};
+
+// The calling thread's events for the collector of this generation.
+struct ThreadSlot {
+  uint64_t generation = 0;
+  ThreadEvents* events = nullptr;
+};
+thread_local ThreadSlot t_slot;
+std::atomic<uint64_t> g_generations{0};
+
+}  // namespace
+
+// Receives every observer's calls. Signatures, phases, steps, compiles and samples are shared
+// (one lock, taken once per step or per new signature); launches and allocator events go to
+// per-thread buffers (ThreadEvents).
 class Profiler::Collector final : public train::StepTraceSink {
  public:
-  explicit Collector(bool profile_memory) : profile_memory_(profile_memory) {}
+  Collector() : generation_(g_generations.fetch_add(1) + 1) {
+    data_.rank = comm::rank();
+    data_.ranks = comm::size();
+  }
 
   // The collecting profiler's collector (null: none). An observer call already past this load
   // when the profiler stops still finishes: stop() before destroying the profiler, and stop
@@ -81,16 +152,8 @@ class Profiler::Collector final : public train::StepTraceSink {
     return collector;
   }
 
-  static uint32_t thread_number() {
-    if (t_thread < 0) t_thread = g_threads_seen.fetch_add(1);
-    return uint32_t(t_thread);
-  }
-
   void begin() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      local_thread(thread_number());  // the starting thread is thread 0 of the trace
-    }
+    events();  // the starting thread is thread 0 of the trace
     allocator::reset_peak();
     data_.start_ns = train::trace_clock_ns();
     sample_memory(data_.start_ns);
@@ -98,10 +161,30 @@ class Profiler::Collector final : public train::StepTraceSink {
   void end() {
     const int64_t now = train::trace_clock_ns();
     sample_memory(now);
+    std::vector<ThreadEvents*> threads;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& t : threads_) threads.push_back(t.get());
+    }
+    std::vector<profile::OpEvent> ops;
+    std::vector<profile::AllocationEvent> allocations;
+    for (ThreadEvents* t : threads) {
+      std::lock_guard<std::mutex> lock(t->mutex);
+      ops.insert(ops.end(), t->ops.begin(), t->ops.end());
+      allocations.insert(allocations.end(), t->allocations.begin(), t->allocations.end());
+      t->ops.clear();
+      t->allocations.clear();
+    }
+    auto by_time = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
+    std::stable_sort(ops.begin(), ops.end(), by_time);
+    std::stable_sort(allocations.begin(), allocations.end(),
+                     [](const auto& a, const auto& b) { return a.at_ns < b.at_ns; });
     std::lock_guard<std::mutex> lock(mutex_);
+    data_.ops.insert(data_.ops.end(), ops.begin(), ops.end());
+    data_.allocations.insert(data_.allocations.end(), allocations.begin(), allocations.end());
     data_.stop_ns = now;
     data_.allocator_peak_bytes = allocator::stats().peak_bytes;
-    data_.threads = int(local_threads_.size());
+    data_.threads = int(threads_.size());
   }
 
   static void on_kernel(ops::OpKind kind, std::span<const Tensor> inputs,
@@ -114,6 +197,10 @@ class Profiler::Collector final : public train::StepTraceSink {
                         int64_t end_ns) {
     Collector* self = active().load(std::memory_order_acquire);
     if (self) self->graph_launch(exe, launch, begin_ns, end_ns);
+  }
+  static void on_allocation(int64_t bytes, int64_t in_use_bytes) {
+    Collector* self = active().load(std::memory_order_acquire);
+    if (self) self->allocation(bytes, in_use_bytes);
   }
 
   void phase(train::StepPhase phase, int64_t begin_ns, int64_t end_ns) override {
@@ -131,6 +218,18 @@ class Profiler::Collector final : public train::StepTraceSink {
     CompileEvent event;
     event.at_ns = train::trace_clock_ns();
     event.compiles = compiles;
+    event.graph = exe.id();
+    event.buffers = plan_buffers(exe);
+    {
+      const std::vector<graph::NodeId>& schedule = exe.plan().schedule;
+      std::unordered_map<graph::NodeId, int> position_of;
+      for (size_t p = 0; p < schedule.size(); ++p) position_of[schedule[p]] = int(p);
+      for (size_t i = 0; i < exe.num_launches(); ++i) {
+        const graph::NodeId node = exe.launch_info(i).node;
+        auto it = position_of.find(node);
+        if (it != position_of.end()) event.node_positions.emplace_back(node, it->second);
+      }
+    }
     event.reason = reason;
     event.report = exe.report().str();
     event.counts = report_counts(exe.report());
@@ -144,34 +243,68 @@ class Profiler::Collector final : public train::StepTraceSink {
     data_.pipeline.push_back({at_ns, stats});
   }
 
+  void amp_race(double mixed_ms, double fp32_ms) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_.amp_race = {{"bf16 where it pays", mixed_ms, mixed_ms <= fp32_ms},
+                      {"float32", fp32_ms, fp32_ms < mixed_ms}};
+  }
+
   void annotate(const std::string& key, const std::string& value) {
     std::lock_guard<std::mutex> lock(mutex_);
     data_.annotations[key] = value;
+  }
+  void add_comparisons(std::vector<profile::StepTiming> timings) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (profile::StepTiming& t : timings) data_.comparisons.push_back(std::move(t));
   }
   const profile::Collection& data() const { return data_; }
 
  private:
   using CompileEvent = profile::CompileEvent;
 
-  void kernel(ops::OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-              const ops::Attrs& attrs, int64_t begin_ns, int64_t end_ns) {
-    const uint64_t key = eager_key(kind, inputs, attrs);
-    const uint32_t global_thread = thread_number();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      const uint32_t thread = local_thread(global_thread);
-      auto it = eager_signatures_.find(key);
-      if (it == eager_signatures_.end()) {
-        it =
-            eager_signatures_.emplace(key, add_eager_signature(kind, inputs, outputs, attrs)).first;
-      }
-      data_.ops.push_back({it->second, thread, begin_ns, end_ns});
-    }
-    if (profile_memory_) sample_memory(end_ns);
+  // The calling thread's buffer, registered on its first event.
+  ThreadEvents& events() {
+    if (t_slot.generation == generation_) return *t_slot.events;
+    std::lock_guard<std::mutex> lock(mutex_);
+    threads_.push_back(std::make_unique<ThreadEvents>());
+    threads_.back()->thread = uint32_t(threads_.size() - 1);
+    t_slot = {generation_, threads_.back().get()};
+    return *threads_.back();
   }
 
+  void kernel(ops::OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+              const ops::Attrs& attrs, int64_t begin_ns, int64_t end_ns) {
+    const ops::KernelNotes notes = ops::take_kernel_notes();
+    const int threads = current_kernel_threads();  // the launch's team is still set
+    const uint64_t key = eager_key(kind, inputs, attrs, notes, threads);
+    ThreadEvents& te = events();
+    auto it = te.eager_signatures.find(key);
+    if (it == te.eager_signatures.end()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto shared = eager_signatures_.find(key);
+      if (shared == eager_signatures_.end()) {
+        shared =
+            eager_signatures_
+                .emplace(key, add_eager_signature(kind, inputs, outputs, attrs, notes, threads))
+                .first;
+      }
+      it = te.eager_signatures.emplace(key, shared->second).first;
+    }
+    std::lock_guard<std::mutex> lock(te.mutex);
+    te.ops.push_back({it->second, te.thread, begin_ns, end_ns});
+  }
+
+  void allocation(int64_t bytes, int64_t in_use_bytes) {
+    const int64_t now = train::trace_clock_ns();
+    ThreadEvents& te = events();
+    std::lock_guard<std::mutex> lock(te.mutex);
+    te.allocations.push_back({now, te.thread, bytes, in_use_bytes});
+  }
+
+  // Under mutex_.
   uint32_t add_eager_signature(ops::OpKind kind, std::span<const Tensor> inputs,
-                               std::span<const Tensor> outputs, const ops::Attrs& attrs) {
+                               std::span<const Tensor> outputs, const ops::Attrs& attrs,
+                               const ops::KernelNotes& notes, int threads) {
     std::vector<ops::TensorMeta> in, out;
     for (const Tensor& t : inputs) in.push_back(ops::meta_of(t));
     for (const Tensor& t : outputs) out.push_back(ops::meta_of(t));
@@ -180,7 +313,11 @@ class Profiler::Collector final : public train::StepTraceSink {
     s.name = std::string(def.name);
     s.mode = "eager";
     s.shapes = describe_metas(in, out);
-    s.kernel = def.view ? "view" : "eager kernel";
+    s.launch = def.view ? "view" : "eager kernel";
+    s.kernel = ops::join_kernel_notes(notes);
+    if (s.kernel.empty()) s.kernel = def.view ? "view" : "kiln:" + s.name;
+    s.dtype = compute_dtype(in, out);
+    s.threads = threads;
     if (def.cost) {
       ops::Cost cost = def.cost(in, out, attrs);
       s.flops = cost.flops;
@@ -190,40 +327,49 @@ class Profiler::Collector final : public train::StepTraceSink {
     return uint32_t(data_.signatures.size() - 1);
   }
 
-  void graph_launch(const graph::Executable& exe, size_t launch, int64_t begin_ns, int64_t end_ns) {
-    const uint32_t global_thread = thread_number();
-    std::lock_guard<std::mutex> lock(mutex_);
-    const uint32_t thread = local_thread(global_thread);
-    if (exe.id() != last_graph_) {
-      auto [it, added] = graph_signatures_.emplace(exe.id(), uint32_t(data_.signatures.size()));
-      if (added) {
-        for (size_t i = 0; i < exe.num_launches(); ++i) {
-          graph::LaunchInfo info = exe.launch_info(i);
-          profile::OpSignature s;
-          s.name = info.label;
-          s.mode = "graph";
-          s.shapes = describe_metas(info.inputs, info.outputs);
-          s.kernel = info.kernel;
-          s.node = info.node;
-          s.graph = exe.id();
-          s.flops = info.cost.flops;
-          s.bytes = info.cost.bytes;
-          data_.signatures.push_back(std::move(s));
-        }
-      }
-      last_graph_ = exe.id();
-      last_graph_base_ = it->second;
+  // The first signature of `exe`'s launches, added on its first launch (under mutex_).
+  uint32_t graph_signatures(const graph::Executable& exe) {
+    auto [it, added] = graph_signatures_.emplace(exe.id(), uint32_t(data_.signatures.size()));
+    if (!added) return it->second;
+    for (size_t i = 0; i < exe.num_launches(); ++i) {
+      graph::LaunchInfo info = exe.launch_info(i);
+      profile::OpSignature s;
+      s.name = info.label;
+      s.mode = "graph";
+      s.shapes = describe_metas(info.inputs, info.outputs);
+      s.launch = info.kernel;
+      s.kernel = info.own_kernel;  // until a launch says which kernels ran
+      s.dtype = compute_dtype(info.inputs, info.outputs);
+      s.threads = exe.launch_threads(i);
+      s.node = info.node;
+      s.graph = exe.id();
+      s.flops = info.cost.flops;
+      s.bytes = info.cost.bytes;
+      data_.signatures.push_back(std::move(s));
     }
-    data_.ops.push_back({last_graph_base_ + uint32_t(launch), thread, begin_ns, end_ns});
+    return it->second;
   }
 
-  // The trace's number for a thread: in the order this profiler first saw them (under mutex_).
-  uint32_t local_thread(uint32_t global) {
-    if (global == last_thread_global_) return last_thread_local_;
-    auto [it, added] = local_threads_.emplace(global, uint32_t(local_threads_.size()));
-    last_thread_global_ = global;
-    last_thread_local_ = it->second;
-    return it->second;
+  void graph_launch(const graph::Executable& exe, size_t launch, int64_t begin_ns, int64_t end_ns) {
+    ThreadEvents& te = events();
+    if (exe.id() != te.last_graph) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      te.last_graph_base = graph_signatures(exe);
+      te.last_graph = exe.id();
+    }
+    const uint32_t signature = te.last_graph_base + uint32_t(launch);
+    // A bound launch runs the same kernels every step: named after the first one's notes.
+    if (te.kernel_named.size() <= signature) te.kernel_named.resize(signature + 1, false);
+    if (!te.kernel_named[signature]) {
+      te.kernel_named[signature] = true;
+      const std::string noted = ops::join_kernel_notes(ops::take_kernel_notes());
+      if (!noted.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        data_.signatures[signature].kernel = noted;
+      }
+    }
+    std::lock_guard<std::mutex> lock(te.mutex);
+    te.ops.push_back({signature, te.thread, begin_ns, end_ns});
   }
 
   void sample_memory(int64_t at_ns) {
@@ -236,22 +382,19 @@ class Profiler::Collector final : public train::StepTraceSink {
     data_.memory.push_back({at_ns, stats.in_use_bytes, stats.peak_bytes});
   }
 
-  const bool profile_memory_;
-  std::unordered_map<uint32_t, uint32_t> local_threads_;
-  uint32_t last_thread_global_ = UINT32_MAX, last_thread_local_ = 0;
+  const uint64_t generation_;
   std::mutex mutex_;
   profile::Collection data_;
+  std::vector<std::unique_ptr<ThreadEvents>> threads_;  // in the order they first reported
   std::unordered_map<uint64_t, uint32_t> eager_signatures_;
   std::unordered_map<uint64_t, uint32_t> graph_signatures_;
-  uint64_t last_graph_ = 0;
-  uint32_t last_graph_base_ = 0;
 };
 
 Profiler::Profiler(ProfilerOptions options)
     : options_(std::move(options)), output_path_(options_.output_path) {
   if (output_path_.empty()) throw Error("Profiler: output_path is empty");
   if (comm::size() > 1) output_path_ += "/rank" + std::to_string(comm::rank());
-  collector_ = std::make_unique<Collector>(options_.profile_memory);
+  collector_ = std::make_unique<Collector>();
   if (options_.start_profile) start();
 }
 
@@ -269,6 +412,7 @@ void Profiler::start() {
   ops::dispatch_chain().set_kernel_observer(&Collector::on_kernel);
   graph::set_launch_observer(&Collector::on_launch);
   train::set_step_trace_sink(collector_.get());
+  if (options_.profile_memory) allocator::set_allocation_observer(&Collector::on_allocation);
   running_ = true;
 }
 
@@ -277,6 +421,7 @@ void Profiler::stop() {
   ops::dispatch_chain().set_kernel_observer(nullptr);
   graph::set_launch_observer(nullptr);
   train::set_step_trace_sink(nullptr);
+  allocator::set_allocation_observer(nullptr);
   Collector::active().store(nullptr);
   collector_->end();
   running_ = false;
@@ -284,8 +429,31 @@ void Profiler::stop() {
 
 std::string Profiler::analyse() {
   stop();
-  profile::write_raw_files(collector_->data(), output_path_);
+  // Every rank measuring at once would share the cores and cache low figures: a job of several
+  // ranks shows the peaks only when `kiln info --peaks` cached them before.
+  // The process's thread budget, and one thread when some launch ran on one (most small ones):
+  // each launch is held against the peaks of its own team where they are known.
+  std::vector<ops::MachinePeaks> peaks;
+  if (options_.machine_peaks) {
+    std::vector<int> counts{num_threads()};
+    for (const profile::OpSignature& s : collector_->data().signatures) {
+      if (s.threads == 1 && counts[0] > 1) {
+        counts.push_back(1);
+        break;
+      }
+    }
+    for (int threads : counts) {
+      std::optional<ops::MachinePeaks> p =
+          comm::size() == 1 ? ops::machine_peaks(threads) : ops::cached_machine_peaks(threads);
+      if (p) peaks.push_back(*p);
+    }
+  }
+  profile::write_raw_files(collector_->data(), output_path_, peaks);
   return profile::write_report(output_path_);
+}
+
+void Profiler::add_step_comparison(std::vector<profile::StepTiming> timings) {
+  collector_->add_comparisons(std::move(timings));
 }
 
 void Profiler::annotate(const std::string& key, const std::string& value) {

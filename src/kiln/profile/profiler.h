@@ -5,12 +5,14 @@
 //   model.train(1, ds);
 //   profiler.analyse();   // prof/trace.json, profile.json, ops.csv, steps.csv, report.html
 //
-// While it runs it sees every eager kernel (the dispatch chain's observer), every launch of a
-// compiled graph (graph/launch_observer.h), train::Model's step phases, compiled graphs and data
-// pipeline statistics (train/step_trace.h), and the allocator's use. One profiler runs at a
-// time. Under data parallelism each rank writes its own folder, <output_path>/rank<N>.
+// While it runs it sees every eager kernel (the dispatch chain's observer) and every launch of a
+// compiled graph (graph/launch_observer.h), each with the kernel that ran (ops/kernel_name.h);
+// train::Model's step phases, compiled graphs with their memory plans and data pipeline
+// statistics (train/step_trace.h); and every allocation and release of the allocator. One
+// profiler runs at a time. Under mpirun each rank writes its own folder, <output_path>/rank<N>.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/profile/collection.h"
 
@@ -18,10 +20,13 @@ namespace kiln {
 
 struct ProfilerOptions {
   std::string output_path = "./profiler_data";
-  // Sample the allocator's bytes in use after each eager kernel (the memory timeline); steps
-  // and phases are always sampled.
+  // Record every allocation and release of the allocator, with the op it happened in (the
+  // memory timeline); the bytes in use at each step's end are always recorded.
   bool profile_memory = true;
   bool start_profile = true;  // start collecting in the constructor (else call start())
+  // analyse() shows each op's rate against this machine's peaks (ops/machine_peaks.h): cached,
+  // or measured then (about a second; under mpirun only when already cached).
+  bool machine_peaks = true;
 };
 
 class Profiler {
@@ -38,6 +43,9 @@ class Profiler {
   std::string analyse();
   // A setting of the run shown at the top of the report ("model" = "lenet").
   void annotate(const std::string& key, const std::string& value);
+  // The same training step timed under other settings (profile/step_comparison.h): the report's
+  // recommendations say what each would gain.
+  void add_step_comparison(std::vector<profile::StepTiming> timings);
 
   const std::string& output_path() const { return output_path_; }
   // What was collected so far (after stop(): all of it).

@@ -26,12 +26,15 @@ std::string ops_csv(const ProfileData& data) {
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(3);
-  s << "op,mode,kernel,shapes,calls,total_us,share,mean_us,gflop_per_s,gb_per_s\n";
+  s << "op,mode,kernel,dtype,threads,shapes,calls,total_us,share,mean_us,gflop_per_s,gb_per_s,"
+       "share_of_peak\n";
   for (const OpRow& r : data.ops) {
-    s << csv_field(r.name) << ',' << r.mode << ',' << csv_field(r.kernel) << ','
-      << csv_field(r.shapes) << ',' << r.calls << ',' << r.total_us << ','
+    s << csv_field(r.name) << ',' << r.mode << ',' << csv_field(r.kernel) << ',' << r.dtype << ','
+      << r.threads << ',' << csv_field(r.shapes) << ',' << r.calls << ',' << r.total_us << ','
       << (data.op_total_us > 0 ? r.total_us / data.op_total_us : 0) << ','
-      << r.total_us / double(r.calls) << ',' << r.gflops_per_s() << ',' << r.gbytes_per_s() << '\n';
+      << r.total_us / double(r.calls) << ',' << r.gflops_per_s() << ',' << r.gbytes_per_s() << ',';
+    if (data.peaks && r.flops > 0) s << data.share_of_peak(r);
+    s << '\n';
   }
   return s.str();
 }
@@ -116,11 +119,18 @@ std::string text_summary(const std::string& dir) {
     }
     s << "  other: " << mean.other_us() / 1000 << " ms\n";
   }
-  s << "top ops (time, share, GFLOP/s, kernel):\n";
+  if (data.peaks) {
+    s << "machine peaks (" << data.peaks->threads << " threads): fp32 " << data.peaks->f32_gflops
+      << " GFLOP/s, bf16 " << data.peaks->bf16_gflops << " GFLOP/s, memory "
+      << data.peaks->memory_gbps << " GB/s\n";
+  }
+  s << "top ops (time, share, GFLOP/s" << (data.peaks ? ", % of peak" : "") << ", kernel):\n";
   for (size_t i = 0; i < data.ops.size() && i < 10; ++i) {
     const OpRow& r = data.ops[i];
     s << "  " << r.total_us / 1000 << " ms  " << 100 * r.total_us / data.op_total_us << " %  "
-      << r.gflops_per_s() << "  " << r.name << " [" << r.kernel << "] " << r.shapes << "\n";
+      << r.gflops_per_s() << "  ";
+    if (data.peaks) s << 100 * data.share_of_peak(r) << " %  ";
+    s << r.name << " [" << r.kernel << "] " << r.shapes << "\n";
   }
   s << "allocator peak: "
     << double(data.profile.value("allocator_peak_bytes", int64_t(0))) / 1048576.0 << " MiB\n";

@@ -23,6 +23,7 @@
 #include "kiln/parallel/semi_auto.h"
 #include "kiln/train/batch_split_step.h"
 #include "kiln/train/machine_model_file.h"
+#include "kiln/train/step_trace.h"
 
 namespace kiln::train {
 namespace {
@@ -249,6 +250,7 @@ CompiledTrainStep::TracedStep CompiledTrainStep::faster_than_fp32(TracedStep mix
   }
   for (auto& [t, copy] : saved) t.copy_from(copy);
   amp_fell_back_ = plain_ms < mixed_ms;
+  if (StepTraceSink* sink = step_trace_sink()) sink->amp_race(mixed_ms, plain_ms);
   if (verbose_) {
     std::fprintf(stderr,
                  "kiln amp placement: the step with bf16 where it pays takes %.2f CPU ms, in "

@@ -50,6 +50,12 @@ class StepTraceSink {
                         const std::string& reason) = 0;
   // The training data pipeline's statistics at `at_ns` (diagnosed: bottleneck and advice).
   virtual void pipeline(const data::PipelineStats& stats, int64_t at_ns) = 0;
+  // Mixed precision's race (train/compiled_step.h): one step of the first training graph with
+  // bf16 in it against the same step in fp32, in CPU milliseconds; the faster one trains.
+  virtual void amp_race(double mixed_ms, double fp32_ms) {
+    (void)mixed_ms;
+    (void)fp32_ms;
+  }
 };
 
 // Null removes the sink. The sink must outlive its installation. Thread-safe.

@@ -16,6 +16,7 @@
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 #include "kiln/ops/optimizer/common.h"
 
@@ -71,6 +72,7 @@ class DnnlEpilogue : public SpecialKernel {
     dnnl::stream& s = stream();
     if (has_src_reorder_) src_reorder_.execute(s, src_reorder_args_);
     stage_weights(s);
+    ops::note_kernel(kernel_name_);
     prim_.execute(s, args_);
   }
 
@@ -101,7 +103,9 @@ class DnnlEpilogue : public SpecialKernel {
     bound_.emplace_back(m, t);
     return m;
   }
+  // Also names the kernel after the primitive every subclass binds its scratch for.
   void bind_scratch(const dnnl::primitive_desc_base& pd) {
+    kernel_name_ = kernel_name_of(pd);
     dnnl::memory::desc sp = pd.scratchpad_desc();
     scratch_bytes_ = sp.get_size();
     if (scratch_bytes_ > 0) {
@@ -161,6 +165,7 @@ class DnnlEpilogue : public SpecialKernel {
   }
 
   dnnl::primitive prim_;
+  const char* kernel_name_ = "";  // noted on each run (ops/kernel_name.h)
   std::unordered_map<int, dnnl::memory> args_;
   std::vector<std::pair<dnnl::memory, Tensor>> bound_;
   bool has_src_reorder_ = false;
@@ -287,6 +292,7 @@ class ChunkedConvReluPool : public DnnlEpilogue {
     const bool row_major = !pooled_.is_channels_last();
     for (int64_t n0 = 0; n0 < x_.dim(0); n0 += chunk_) {
       src_.set_data_handle(const_cast<float*>(x_.data<float>() + n0 * x_.strides()[0]));
+      ops::note_kernel(kernel_name_);
       prim_.execute(s, args_);
       pool_2x2_with_winners(y, chunk_, conv_out[1], conv_out[2], conv_out[3],
                             pooled_.data<float>() + n0 * per_image, row_major,

@@ -8,6 +8,7 @@
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/kernel_name.h"
 
 namespace kiln::graph {
 namespace {
@@ -28,17 +29,21 @@ class LayoutReorder : public SpecialKernel {
     const bool to_blocked = output_is_nchw16c(node, 0);
     const dnnl::memory::desc& from = to_blocked ? plain : blocked;
     const dnnl::memory::desc& to = to_blocked ? blocked : plain;
-    reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+    dnnl::reorder::primitive_desc pd(engine(), from, engine(), to);
+    reorder_ = dnnl::reorder(pd);
+    kernel_name_ = kernel_name_of(pd);
     args_ = {{DNNL_ARG_FROM, dnnl::memory(from, engine(), x.raw_data())},
              {DNNL_ARG_TO, dnnl::memory(to, engine(), y.raw_data())}};
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
+    ops::note_kernel(kernel_name_);
     reorder_.execute(stream(), args_);
   }
 
  private:
   dnnl::reorder reorder_;
+  const char* kernel_name_ = "";
   std::unordered_map<int, dnnl::memory> args_;
 };
 

@@ -7,6 +7,7 @@
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/cpu_support.h"
+#include "kiln/ops/kernel_name.h"
 
 namespace kiln::ops::dnnl_util {
 
@@ -124,8 +125,14 @@ void* scratchpad(size_t bytes) {
   return buf.data;
 }
 
+const char* kernel_name_of(const dnnl::primitive_desc_base& pd) {
+  const std::string impl = pd.impl_info_str();
+  return intern_kernel_name(pd.get_kind() == dnnl::primitive::kind::reorder ? "reorder " + impl
+                                                                            : impl);
+}
+
 PrimitiveRunner::PrimitiveRunner(dnnl::primitive prim, const dnnl::primitive_desc_base& pd)
-    : prim_(std::move(prim)) {
+    : prim_(std::move(prim)), kernel_name_(kernel_name_of(pd)) {
   dnnl::memory::desc sp = pd.scratchpad_desc();
   scratch_bytes_ = sp.get_size();
   if (scratch_bytes_ > 0) arg(DNNL_ARG_SCRATCHPAD, sp);
@@ -153,6 +160,7 @@ void PrimitiveRunner::set(int arg, void* data) {
 
 void PrimitiveRunner::run() {
   if (scratch_bytes_ > 0) set(DNNL_ARG_SCRATCHPAD, scratchpad(scratch_bytes_));
+  note_kernel(kernel_name_);
   prim_.execute(stream(), args_);
 }
 

@@ -78,6 +78,10 @@ bool winograd_conv(DType dtype, const Shape& x, const Shape& w, const ConvAttrs&
 // one to two orders of magnitude slower than channels-last.
 bool dnnl_nchw16c_native();
 
+// The interned name ops/kernel_name.h notes for a primitive: its implementation
+// (impl_info_str), a reorder's prefixed with "reorder ".
+const char* kernel_name_of(const dnnl::primitive_desc_base& pd);
+
 // Per-thread scratch memory for primitives, grown to the largest request and then kept: a
 // fresh buffer per call would fault its pages in every time.
 void* scratchpad(size_t bytes);
@@ -147,6 +151,7 @@ class PrimitiveRunner {
   dnnl::primitive prim_;
   std::unordered_map<int, dnnl::memory> args_;
   size_t scratch_bytes_ = 0;
+  const char* kernel_name_ = "";  // noted on each run (ops/kernel_name.h)
 };
 
 // A plain matmul dst = src · weights over these layouts (user scratchpad), arguments declared.

@@ -17,6 +17,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/ops/dnnl/context.h"
+#include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
 // Why by hand: for few input channels, one matmul into an L2-sized column buffer per group of
@@ -173,6 +174,7 @@ bool can_run_gemm_backward_data(const Tensor& dy, const Shape& w_shape, const Sh
 
 void gemm_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
   const char* op = "gemm_backward_data";
+  note_kernel("kiln:col2im");
   if (dy.rank() != 4 || w.rank() != 4 || dx.rank() != 4 || dy.dtype() != DType::f32 ||
       w.dtype() != DType::f32 || dx.dtype() != DType::f32 || w.dim(1) != dx.dim(1) ||
       dy.dim(0) != dx.dim(0) || dy.dim(1) != w.dim(0)) {

@@ -19,6 +19,7 @@
 #endif
 
 #include "kiln/core/error.h"
+#include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 #include "kiln/ops/kernels/pool_window.h"
 
@@ -607,6 +608,7 @@ void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor*
                                  Tensor& y) {
   const char* op = "single_channel_conv_forward";
   Geometry g = geometry(x, w.shape(), y.shape(), op);
+  note_kernel("kiln:single_channel_conv");
   check_forward_operands(op, g, w, bias);
   if (y.dtype() != DType::f32 || !is_dense_channels_last(y))
     throw Error(detail::concat(op, ": needs a channels-last f32 y, got ", describe(y)));
@@ -644,6 +646,7 @@ void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, con
   const char* op = "single_channel_conv_relu_pool_forward";
   const Shape conv = relu_pool_conv_shape(x.shape(), w.shape(), padding, op);
   Geometry g = geometry(x, w.shape(), conv, op);
+  note_kernel("kiln:single_channel_conv_relu_pool");
   check_forward_operands(op, g, w, bias);
   const Shape pooled_shape{g.n, g.o, g.oh / 2, g.ow / 2};
   if (pooled.shape() != pooled_shape || pooled.dtype() != DType::f32 ||
@@ -671,6 +674,7 @@ void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Ten
                                           Tensor* db) {
   const char* op = "single_channel_conv_backward_weights";
   Geometry g = geometry(x, dw.shape(), dy.shape(), op);
+  note_kernel("kiln:single_channel_conv_weights");
   if (dy.dtype() != DType::f32 || !is_dense_channels_last(dy) || dw.dtype() != DType::f32 ||
       !dw.is_contiguous() ||
       (db && (db->dtype() != DType::f32 || db->shape() != Shape{g.o} || !db->is_contiguous())))

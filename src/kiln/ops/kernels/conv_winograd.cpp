@@ -19,6 +19,7 @@
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/detail/batch_norm_vec.h"
+#include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
 // How it works. F(4x4, 3x3) computes a 4x4 block of outputs from a 6x6 block of inputs d as
@@ -573,6 +574,7 @@ void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, cons
                           const ConvAttrs& a, Tensor& y, bool y_blocked, const BnReluInput* bn) {
   const Geometry g =
       checked_geometry("winograd_3x3_forward", x, x_blocked, w.shape(), a, y, y_blocked);
+  note_kernel("kiln:winograd_f4x4_3x3");
   if (!w.is_contiguous() || w.dtype() != DType::f32 ||
       (bias && (bias->dtype() != DType::f32 || !bias->is_contiguous()))) {
     throw Error("winograd_3x3_forward: weight " + describe(w) +
@@ -596,6 +598,7 @@ void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tens
                                    const BnReluInput* bn) {
   const Geometry g = checked_geometry("winograd_3x3_backward_weights", x, x_blocked, dw.shape(), a,
                                       dy, dy_blocked);
+  note_kernel("kiln:winograd_f4x4_3x3_weights");
   if (!dw.is_contiguous() || dw.dtype() != DType::f32) {
     throw Error("winograd_3x3_backward_weights: weight gradient " + describe(dw) +
                 " must be contiguous f32");
