@@ -278,6 +278,7 @@ TEST_F(ExportCommand, DefaultPathFixedBatchAndBadArgumentsAreOneLineErrors) {
        missing_folder + ": cannot write: the folder"},
       {"export " + not_a_checkpoint, not_a_checkpoint},
       {"export " + checkpoint + " --batch-size 0", "--batch-size"},
+      {"export " + checkpoint + " -o " + checkpoint, "would replace its checkpoint"},
   };
   for (const Case& c : cases) {
     CommandResult bad = run(c.args);

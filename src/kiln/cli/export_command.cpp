@@ -60,6 +60,11 @@ ExportResult run_export(const ExportRequest& request) {
     options.metadata.emplace_back(key, value);
   ExportResult result;
   result.path = request.output.empty() ? default_output(request.checkpoint) : request.output;
+  std::error_code ec;
+  if (fs::equivalent(result.path, request.checkpoint, ec)) {
+    throw Error("kiln export: the model would replace its checkpoint " + request.checkpoint +
+                "; give another -o FILE");
+  }
   try {
     result.summary = onnx::export_onnx(*trained.network, input, result.path, options);
   } catch (const FileError&) {
