@@ -4,7 +4,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 get_property(kiln_libraries GLOBAL PROPERTY KILN_FOLDER_LIBRARIES)
-install(TARGETS ${kiln_libraries} dnnl_cpu EXPORT KilnTargets
+install(TARGETS ${kiln_libraries} dnnl_cpu onnx_proto EXPORT KilnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -22,11 +22,14 @@ install(FILES ${PROJECT_BINARY_DIR}/KilnConfig.cmake ${PROJECT_BINARY_DIR}/KilnC
 # pkg-config: the libraries in link order (each folder before the ones it uses), then their
 # dependencies, and the compile options Kiln::kiln carries.
 set(kiln_pc_libs "")
-foreach(folder cli profile train parallel data record amp optim models nn graph autograd ops comm
-               core)
+foreach(folder cli onnx profile train parallel data record amp optim models nn graph autograd ops
+               comm core)
   get_target_property(kind kiln_${folder} TYPE)
   if(kind STREQUAL "STATIC_LIBRARY")
     string(APPEND kiln_pc_libs " -lkiln_${folder}")
+  endif()
+  if(folder STREQUAL "onnx")
+    string(APPEND kiln_pc_libs " -lonnx_proto")  # the exporter's generated messages
   endif()
 endforeach()
 set(kiln_pc_dep_libs "")

@@ -11,6 +11,7 @@ packages=(
   libdnnl-dev libomp-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libprotobuf-dev protobuf-compiler python3-onnx  # ONNX export: onnx.proto, protoc, the checker
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
   pybind11-dev python3-numpy  # the Python module kiln (python/)

@@ -15,9 +15,13 @@ stage() {  # name command...: runs one stage, records a failure, prints its time
 }
 build_release() { bash "$root/scripts/build.sh" --tests; }
 run_ctest() { (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
+# The ONNX export tests run the exported models in onnxruntime-node when the build tree has it
+# (they skip that check otherwise): one quiet npm install, cached in the build tree.
+install_onnxruntime() { bash "$root/scripts/install_onnxruntime.sh" "$build"; }
 
 stage build build_release
 [ $status -eq 0 ] || exit 1
+stage "onnxruntime-node" install_onnxruntime
 stage ctest run_ctest
 stage "data tests under ThreadSanitizer" bash "$root/scripts/tsan_data_tests.sh"
 stage "reader tests under ASan+UBSan" bash "$root/scripts/asan_reader_tests.sh"

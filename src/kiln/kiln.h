@@ -21,6 +21,7 @@
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/nn.h"
+#include "kiln/onnx/export.h"
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/functional.h"
 #include "kiln/optim/adam.h"

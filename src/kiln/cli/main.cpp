@@ -8,6 +8,7 @@
 #include "kiln/cli/bench_comm_command.h"
 #include "kiln/cli/data_command.h"
 #include "kiln/cli/eval_command.h"
+#include "kiln/cli/export_command.h"
 #include "kiln/cli/info_command.h"
 #include "kiln/cli/launch_command.h"
 #include "kiln/cli/plan_command.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     add_record_command(app);
     add_eval_command(app);
     add_predict_command(app);
+    add_export_command(app);
     add_report_command(app);
     add_plan_command(app);
     add_bench_command(app);
