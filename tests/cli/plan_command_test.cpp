@@ -56,6 +56,20 @@ TEST(PlanCommand, PlansATransformerForThousandTwentyFourDevicesWithinTenSeconds)
   EXPECT_GT(j["strategies_weighed"].get<int64_t>(), 1000);
 }
 
+// The issue's bounds for a graph of ResNet-50's size: under 1 s at 8 devices, 10 s at 1,024.
+TEST(PlanCommand, PlansResNet50WithinTheIssuesBounds) {
+  for (const auto& [devices, bound_ms] : {std::pair{8, 1000.0}, std::pair{1024, 10000.0}}) {
+    const auto r = run_kiln("plan --model resnet50 --batch-size 256 --image-size 224x224 "
+                            "--channels 3 --classes 1000 --json --devices " +
+                            std::to_string(devices));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    EXPECT_LT(j["search_ms"].get<double>(), bound_ms) << devices << " devices";
+    EXPECT_TRUE(j["optimal"].get<bool>()) << devices << " devices";
+    EXPECT_GT(j["ops"].size(), 150u);
+  }
+}
+
 TEST(PlanCommand, EverySearchModePlans) {
   for (const char* search : {"recursive_programming", "sharding_propagation"}) {
     const auto r = run_kiln(std::string("plan --model gpt --devices 4 --search ") + search);

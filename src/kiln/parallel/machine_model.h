@@ -1,9 +1,10 @@
 #pragma once
 // What AUTO_PARALLEL's cost model knows of the machine: one rank's sustained compute rate and
 // memory bandwidth (an op's time is its cost's FLOPs and bytes at these rates, whichever takes
-// longer, plus a launch), and the α-β model of its collectives. `kiln bench comm` measures the
-// α-β figures and `kiln info`'s measurement of the rates is cached; where neither has run, the
-// defaults are of this machine's order and the plan says so.
+// longer, plus a launch), and the α-β model of its collectives. The rates are the machine's
+// measured peaks (ops/machine_peaks.h, the profiler's roofline too), the α-β figures what
+// `kiln bench comm` measured; where it has not run, the defaults are of this machine's order and
+// the plan says so.
 #include <string>
 
 #include "kiln/ops/op.h"
@@ -24,9 +25,9 @@ struct MachineModel {
   double op_seconds(const ops::Cost& cost) const;
 };
 
-// Measures flops_per_s (an fp32 matmul of 512 x 512 x 512 through the op table) and bytes_per_s
-// (an elementwise add over 16 MiB) with the process's kernel threads: about 50 ms. Ranks of one
-// job must plan alike: measure on one and broadcast.
-MachineModel measure_compute(MachineModel base);
+// `base` with this machine's peaks at `threads` kernel threads (0: the process's): cached by
+// ops::machine_peaks, measured once (about a second) where the cache has none. Ranks of one job
+// must plan alike: take them on one rank and broadcast.
+MachineModel with_machine_peaks(MachineModel base, int threads = 0);
 
 }  // namespace kiln::parallel

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -73,13 +72,10 @@ std::optional<std::pair<parallel::CommCostModel, std::string>> load_comm_model(
 
 parallel::MachineModel planning_machine_model() {
   // The compute rates once per process (about 50 ms); the file every time (it may be rewritten).
-  // Only rank 0 measures: the others would compete with it for the cores and are sent its figures.
-  static std::once_flag once;
-  static parallel::MachineModel measured;
-  if (comm::rank() == 0) {
-    std::call_once(once, [] { measured = parallel::measure_compute(parallel::MachineModel{}); });
-  }
-  parallel::MachineModel model = measured;
+  // Only rank 0 reads (or measures) the peaks: the others would compete with it for the cores and
+  // are sent its figures.
+  parallel::MachineModel model;
+  if (comm::rank() == 0) model = parallel::with_machine_peaks(model);
   if (auto saved = load_comm_model()) {
     model.comm = saved->first;
     model.comm_source = "measured by `kiln bench comm`: " + saved->second;

@@ -1,7 +1,7 @@
 #pragma once
-// The figures AUTO_PARALLEL plans with on this machine (parallel/machine_model.h): compute rates
-// measured once per process, and the collectives' α-β model from the file that `kiln bench comm`
-// writes (the defaults where it has not run). Under MPI every rank plans with rank 0's figures,
+// The figures AUTO_PARALLEL plans with on this machine (parallel/machine_model.h): its measured
+// peaks (ops/machine_peaks.h), and the collectives' α-β model from the file that
+// `kiln bench comm` writes (the defaults where it has not run). Under MPI every rank plans with rank 0's figures,
 // so that all ranks choose the same plan.
 #include <filesystem>
 #include <optional>
@@ -21,7 +21,7 @@ void save_comm_model(const parallel::CommCostModel& model, const std::string& de
 std::optional<std::pair<parallel::CommCostModel, std::string>> load_comm_model(
     const std::filesystem::path& path = comm_model_path());
 
-// The model to plan with: rank 0's measured compute rates and saved α-β figures, the same on
+// The model to plan with: rank 0's peaks and saved α-β figures, the same on
 // every rank (every rank must call it, in the same order, when the job has several).
 parallel::MachineModel planning_machine_model();
 
