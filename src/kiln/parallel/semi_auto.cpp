@@ -134,19 +134,6 @@ std::unique_ptr<LogicalStep> plan_step(
     const std::vector<nn::NamedTensor>& params, const std::vector<nn::NamedTensor>& optimizer_state,
     const std::vector<Tensor>& optimizer_params, const MachineModel& machine) {
   const int64_t ranks = semi_auto_ranks();
-  // Every rank starts from rank 0's whole values, once, before anything is split.
-  {
-    std::vector<nn::NamedTensor> fresh;
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    for (const auto& list : {params, optimizer_state}) {
-      for (const auto& [name, t] : list) {
-        if (r.synced.insert(t.impl()).second) fresh.emplace_back(name, t);
-      }
-    }
-    if (ranks > 1 && !fresh.empty()) broadcast_from_rank0(fresh);
-  }
-
   std::vector<nn::NamedTensor> all = params;
   all.insert(all.end(), optimizer_state.begin(), optimizer_state.end());
   std::unique_ptr<LogicalStep> step;
@@ -182,6 +169,20 @@ std::unique_ptr<LogicalStep> plan_step(
     step->predicted = plan.predicted;
   }
   step->plan = plan_sharding(step->graph, ranks, held, machine.comm, searched);
+
+  // Every rank starts from rank 0's whole values, once, before anything is split. Planning reads
+  // only shapes, so a plan that fails does so on every rank before any collective.
+  {
+    std::vector<nn::NamedTensor> fresh;
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (const auto& list : {params, optimizer_state}) {
+      for (const auto& [name, t] : list) {
+        if (r.synced.insert(t.impl()).second) fresh.emplace_back(name, t);
+      }
+    }
+    if (ranks > 1 && !fresh.empty()) broadcast_from_rank0(fresh);
+  }
 
   // Keep this rank's block of each newly split parameter and of its optimizer state.
   for (size_t v = 0; v < step->graph.num_values(); ++v) {

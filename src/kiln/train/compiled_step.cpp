@@ -336,17 +336,17 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     log = "; threads: per kernel" + (no_split.empty() ? std::string(" (as set)") : no_split);
     return nullptr;
   }
-  std::unique_ptr<BatchSplitStep> split;
-  if (refusal.empty()) {
-    split = std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, effective_amp(), images,
-                                             labels, threads);
-  }
+  auto make_split = [&]() -> std::unique_ptr<BatchSplitStep> {
+    if (!refusal.empty()) return nullptr;
+    return std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, effective_amp(), images,
+                                            labels, threads);
+  };
   const std::string split_str = "batch split into " + std::to_string(threads) + " slices of " +
                                 std::to_string(images.dim(0) / threads);
   if (forced_ == ThreadStrategy::batch_split) {
     log = "; threads: " + split_str + " (as set)";
     chosen = ThreadStrategy::batch_split;
-    return split;
+    return make_split();
   }
   // Ranks would time their candidates differently and so run different numbers of trial steps,
   // each with collectives every rank must join: under MPI the choice must not be measured.
@@ -354,6 +354,7 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     log = "; threads: per kernel (not measured: every rank must choose alike)";
     return nullptr;
   }
+  std::unique_ptr<BatchSplitStep> split = make_split();
   graph::CompileOptions one_options = options;
   one_options.kernel_threads = 1;
   auto one = std::make_unique<graph::Executable>(std::move(one_thread_graph), one_options);
