@@ -9,29 +9,30 @@ GRAPH_MODE = _kiln.GRAPH_MODE
 PYNATIVE_MODE = _kiln.PYNATIVE_MODE
 
 _CONTEXT_KEYS = {"mode", "device_target", "enable_graph_kernel", "save_graphs_path",
-                 "micro_batches"}
+                 "micro_batches", "conv_algorithm"}
 # Keys MindSpore scripts commonly pass that have no effect on a CPU: accepted so the script runs.
 _CONTEXT_KEYS_WITHOUT_EFFECT = {"device_id", "save_graphs", "max_call_depth", "graph_kernel_flags",
                                 "max_device_memory", "enable_reduce_precision"}
 
 
-def _updated(caller, current, updated, keys, keys_without_effect, kwargs):
-    """`updated` holding `current`'s values of `keys` with `kwargs` applied; unknown keys raise
-    a TypeError naming `caller` and every key it knows."""
-    for key in keys:
-        setattr(updated, key, getattr(current, key))
+def _updated(caller, current, keys, keys_without_effect, kwargs):
+    """`current` (a copy of the process's settings) with `kwargs` applied: every setting not
+    passed keeps its value, as in MindSpore, including those Python has no key for. Unknown keys
+    raise a TypeError naming `caller` and every key it knows."""
     for key, value in kwargs.items():
         if key in keys:
-            setattr(updated, key, value)
+            setattr(current, key, value)
         elif key not in keys_without_effect:
             raise TypeError(f"{caller}: unknown key {key!r}; Kiln knows "
                             f"{sorted(keys | keys_without_effect)}")
-    return updated
+    return current
 
 
 def set_context(**kwargs):
-    """Sets the execution mode and its options; unknown keys raise a TypeError naming them."""
-    _kiln.set_context(_updated("set_context", _kiln.get_context(), _kiln.Context(), _CONTEXT_KEYS,
+    """Sets the execution mode and its options; keys not passed keep their values, unknown keys
+    raise a TypeError naming them. ``conv_algorithm`` is "auto" (Winograd where it is faster),
+    "direct" (the closest to float64) or "winograd" (docs/numerics.md)."""
+    _kiln.set_context(_updated("set_context", _kiln.get_context(), _CONTEXT_KEYS,
                                _CONTEXT_KEYS_WITHOUT_EFFECT, kwargs))
 
 
@@ -62,9 +63,8 @@ def set_auto_parallel_context(**kwargs):
     "dynamic_programming", "recursive_programming" or "sharding_propagation", and
     ``memory_limit_mb`` the memory each rank may use, 0 for no limit)."""
     _kiln.set_auto_parallel_context(
-        _updated("set_auto_parallel_context", _kiln.get_auto_parallel_context(),
-                 _kiln.AutoParallelContext(), _PARALLEL_KEYS, _PARALLEL_KEYS_WITHOUT_EFFECT,
-                 kwargs))
+        _updated("set_auto_parallel_context", _kiln.get_auto_parallel_context(), _PARALLEL_KEYS,
+                 _PARALLEL_KEYS_WITHOUT_EFFECT, kwargs))
 
 
 def get_auto_parallel_context(key):

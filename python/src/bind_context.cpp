@@ -28,7 +28,8 @@ void bind_context(py::module_& m) {
       .def_readwrite("enable_graph_kernel", &Context::enable_graph_kernel)
       .def_readwrite("device_target", &Context::device_target)
       .def_readwrite("save_graphs_path", &Context::save_graphs_path)
-      .def_readwrite("micro_batches", &Context::micro_batches);
+      .def_readwrite("micro_batches", &Context::micro_batches)
+      .def_readwrite("conv_algorithm", &Context::conv_algorithm);
   m.def("set_context", &set_context, py::arg("context"));
   m.def("get_context", &get_context);
 

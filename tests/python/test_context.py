@@ -2,7 +2,7 @@
 import pytest
 
 import kiln
-from kiln import context
+from kiln import _kiln, context
 from kiln.communication import get_group_size, get_rank, init
 
 
@@ -22,6 +22,38 @@ def test_set_context_refuses_other_devices_and_unknown_keys():
         context.set_context(enable_graph_kernels=True)
     with pytest.raises(RuntimeError, match="mode 7"):
         context.set_context(mode=7)
+
+
+@pytest.fixture
+def saved_context():
+    """The process's settings before the test, restored after it whatever the test set."""
+    saved = _kiln.get_context()
+    yield
+    _kiln.set_context(saved)
+
+
+def test_set_context_chooses_the_convolution_algorithm(saved_context):
+    assert context.get_context("conv_algorithm") == "auto"
+    for algorithm in ("direct", "winograd", "auto"):
+        context.set_context(conv_algorithm=algorithm)
+        assert context.get_context("conv_algorithm") == algorithm
+        assert _kiln.get_context().conv_algorithm == algorithm  # the engine's own setting
+    with pytest.raises(RuntimeError, match="conv_algorithm 'fft' is not one of auto, direct"):
+        context.set_context(conv_algorithm="fft")
+    assert context.get_context("conv_algorithm") == "auto"  # a refused call changes nothing
+
+
+def test_set_context_keeps_every_setting_not_passed(saved_context):
+    context.set_context(mode=context.GRAPH_MODE, enable_graph_kernel=True, micro_batches=2,
+                        save_graphs_path="/tmp/kiln-graphs", conv_algorithm="direct")
+    before = {key: context.get_context(key) for key in context._CONTEXT_KEYS}
+    context.set_context(device_id=3)  # a key without effect on a CPU
+    context.set_context(save_graphs=True)
+    assert {key: context.get_context(key) for key in context._CONTEXT_KEYS} == before
+    context.set_context(mode=context.PYNATIVE_MODE)
+    after = dict(before, mode=context.PYNATIVE_MODE)
+    assert {key: context.get_context(key) for key in context._CONTEXT_KEYS} == after
+    assert _kiln.get_context().conv_algorithm == "direct"
 
 
 def test_communication_alone_is_a_job_of_one():  # guide §4.2
