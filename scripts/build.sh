@@ -29,8 +29,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 $SUDO cmake --install "$build" --component python >/dev/null
 installed=$(grep -m1 '/kiln/__init__.py$' "$build/install_manifest_python.txt" || true)
-imported=$(cd / && env -u PYTHONPATH /usr/bin/python3 -c "import kiln; print(kiln.__file__)" 2>&1 ||
-  true)
+imported=$(cd / && env -u PYTHONPATH /usr/bin/python3 -c "import kiln; print(kiln.__file__)" 2>&1) ||
+  true
 if [ -z "$installed" ] || [ "$imported" != "$installed" ]; then
   echo "build.sh: the Python module was installed as '${installed:-nothing}', but" \
     "/usr/bin/python3 -c 'import kiln' (from /, no PYTHONPATH) gives: $imported" >&2
