@@ -2,7 +2,10 @@
 num_parallel_workers, the vision transforms in map (C++ threads, no GIL), a Python function in map,
 and batch(drop_remainder=True) to keep shapes static. python_multiprocessing=True runs the Python
 source and the Python map function in worker processes (the guide's advice for GIL-bound
-loading); the same pipeline with False runs them in this process, one row at a time."""
+loading); the same pipeline with False runs them in this process's threads, one at a time
+under the GIL. Which wins depends on the Python work per row: for this cheap source (an array
+index and np.roll) the hand-off through shared memory costs more than it saves; a PIL decode per
+row gains (bench/python/data_generator_bench.py)."""
 import os
 import time
 
