@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,28 @@ inline void finish_run(TrainedRun& out, nn::Cell& net, train::CompiledTrainStep&
   out.checkpoint = train::load_checkpoint(path).tensors;
   comm::barrier();
   if (!sharded || comm::rank() == 0) std::filesystem::remove(path);
+}
+
+// Whether the plan's text keeps `weight` split on the ranks (each rank holds a block of it).
+inline bool holds_split(const std::string& plan, const std::string& weight) {
+  std::istringstream lines(plan);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("parameter " + weight + " ") != std::string::npos &&
+        line.find(": split [") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+// Whether the plan's text runs an op with `weight` split (model parallel, not the batch split).
+inline bool runs_model_parallel(const std::string& plan, const std::string& weight) {
+  std::istringstream lines(plan);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("model parallel: ") != std::string::npos &&
+        line.find(weight + " split") != std::string::npos)
+      return true;
+  }
+  return false;
 }
 
 }  // namespace kiln::testing

@@ -55,14 +55,17 @@ std::pair<Tensor, Tensor> batch(int step) {
 using SetStrategies = std::function<void(Mlp&)>;
 
 // With `strategies`: SEMI_AUTO_PARALLEL with them, or with `search`: AUTO_PARALLEL with that
-// search mode (and the user's strategies, if any, for sharding_propagation). Neither: one process.
-TrainedRun train(const SetStrategies& strategies, const std::string& search = "") {
+// search mode (and the user's strategies, if any, for sharding_propagation) and that memory limit
+// per rank. Neither: one process.
+TrainedRun train(const SetStrategies& strategies, const std::string& search = "",
+                 double memory_limit_mb = 0) {
   set_context({.mode = GRAPH_MODE});
   const bool sharded = strategies != nullptr || !search.empty();
   if (!search.empty()) {
     set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
                                .device_num = comm::size(),
-                               .search_mode = search});
+                               .search_mode = search,
+                               .memory_limit_mb = memory_limit_mb});
   } else if (sharded) {
     set_auto_parallel_context(
         {.parallel_mode = ParallelMode::SEMI_AUTO_PARALLEL, .device_num = comm::size()});
@@ -132,6 +135,24 @@ TEST(TensorParallelMlp, AutoParallelDynamicProgrammingEqualsSingleProcess) {
                           " devices (search dynamic_programming, optimal"),
             std::string::npos)
       << got.plan;
+}
+
+// Data parallelism holds every weight whole: 0.61 MiB of parameters, gradients and momentum per
+// rank besides the activations, over a limit of 0.55 MiB on 2 or 4 ranks. The search must split
+// a weight and run its matmul model parallel (a batch split alone cannot fit).
+TEST(TensorParallelMlp, AutoParallelUnderATightMemoryLimitSplitsAWeightAndEqualsSingleProcess) {
+  const TrainedRun got = train(nullptr, "dynamic_programming", 0.55);
+  expect_same_training(got, single_process());
+  EXPECT_NE(got.plan.find("memory limit per rank: 0.55 MiB"), std::string::npos) << got.plan;
+  EXPECT_NE(got.plan.find("data parallelism does not fit the memory limit"), std::string::npos)
+      << got.plan;
+  EXPECT_EQ(got.plan.find("this plan does not fit"), std::string::npos) << got.plan;
+  bool model_parallel = false;
+  for (const char* weight : {"fc1.weight", "fc2.weight"}) {
+    model_parallel = model_parallel || (testing::holds_split(got.plan, weight) &&
+                                        testing::runs_model_parallel(got.plan, weight));
+  }
+  EXPECT_TRUE(model_parallel) << "no weight is split and run model parallel:\n" << got.plan;
 }
 
 TEST(TensorParallelMlp, AutoParallelRecursiveProgrammingEqualsSingleProcess) {
