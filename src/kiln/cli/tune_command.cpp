@@ -1,6 +1,7 @@
 #include "kiln/cli/tune_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -65,6 +66,14 @@ void write_yaml(const std::string& path, const std::string& text) {
 
 TuneResult run_tune(const TuneConfig& config, std::ostream& out) {
   if (config.output.empty()) throw Error("kiln tune: --output is empty");
+  for (const std::string& option : config.only) {
+    if (std::find(kTuneOptions.begin(), kTuneOptions.end(), option) == kTuneOptions.end()) {
+      std::string names;
+      for (const std::string& n : kTuneOptions) names += (names.empty() ? "" : ", ") + n;
+      throw Error("kiln tune: --only names '" + option +
+                  "', which is not an option; give some of " + names);
+    }
+  }
   TuneResult r = run_tune_trials(config, out);
   print_table(r, out);
   write_yaml(config.output, tune_yaml(config, r));
@@ -115,6 +124,7 @@ std::string tune_yaml(const TuneConfig& config, const TuneResult& r) {
   y << "workers: " << b.workers << "\n";
   y << "prefetch: " << b.prefetch << "\n";
   if (b.mode == "graph") y << "micro-batches: " << b.micro_batches << "\n";
+  if (b.sink_size != 0) y << "sink-size: " << b.sink_size << "\n";
   return y.str();
 }
 
@@ -122,7 +132,7 @@ void add_tune_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "tune",
       "Time each optimisation on this machine and data (mode, fusion, AMP, workers, prefetch, "
-      "micro-batches) and write the fastest as a kiln train --config file");
+      "micro-batches, sink size) and write the fastest as a kiln train --config file");
   auto c = std::make_shared<TuneConfig>();
   auto budget = std::make_shared<std::string>("60s");
   cmd->add_option("--model", c->model, "lenet | resnet20 | mlp")
@@ -138,6 +148,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--output", c->output, "The YAML file to write (default kiln-tune.yaml)");
   cmd->add_option("--seed", c->seed, "Seed of initialization and shuffling")
       ->check(unsigned_integer());
+  cmd->add_option("--only", c->only,
+                  "Try only these options, comma-separated (default: all): mode, fusion, "
+                  "amp-level, workers, prefetch, micro-batches, sink-size")
+      ->delimiter(',')
+      ->check(CLI::IsMember(kTuneOptions));
   cmd->callback([c, budget] {
     c->budget_s = parse_budget(*budget);
     run_tune(*c, std::cout);

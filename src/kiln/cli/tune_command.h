@@ -5,13 +5,14 @@
 //
 // The options, tried in this order, each on top of the best found so far (a greedy search, one
 // option at a time): eager vs graph mode, graph-kernel fusion, AMP O2 and O3 (bf16), the data
-// pipeline's map workers (1, 2, 4, ... up to the cores), its prefetch depth, and micro-batches
-// (graph mode). A trial trains the model on the data for a short window; its first steps
-// (compilation, the AMP and thread races, the pipeline filling) are left out of its images/s.
-// A choice is kept only when it beats the best so far by kTuneMinGain, the noise of a short
-// window. The whole run, setup included, stays within --budget: each window is sized from the
-// time left and the trials still to run, a trial that would not fit is left out (and the table
-// says so), and a trial still running at the budget's end is stopped.
+// pipeline's map workers (1, 2, 4, ... up to the cores), its prefetch depth, micro-batches
+// (graph mode) and dataset sink sizes (each cut to fit its trial's window). A trial trains the
+// model on the data for a short window; its first steps (compilation, the AMP and thread races, the
+// pipeline filling) are left out of its images/s. A choice is kept only when it beats the best so
+// far by kTuneMinGain, the noise of a short window. The whole run, setup included, stays within
+// --budget: each window is sized from the time left and the trials still to run, a trial that would
+// not fit is left out (and the table says so), and a trial still running at the budget's end is
+// stopped.
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -37,7 +38,13 @@ struct TuneConfig {
   double budget_s = 60;  // wall-clock seconds for the whole run
   std::string output = "kiln-tune.yaml";
   uint64_t seed = 1;
+  // Options to try (kTuneOptions' names); empty: all of them. The baseline always runs.
+  std::vector<std::string> only;
 };
+
+// The options kiln tune tries, in its order.
+inline const std::vector<std::string> kTuneOptions = {
+    "mode", "fusion", "amp-level", "workers", "prefetch", "micro-batches", "sink-size"};
 
 struct TuneTrial {
   std::string option;         // "baseline", "mode", "fusion", "amp-level", "workers", ...

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kiln/cli/training_setup.h"
@@ -26,59 +27,74 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Steps of a trial before its window: compilation and the races of graph mode, the pipeline
-// filling its queues.
+// filling its queues. In sink mode the warm-up ends at the first sink end past them.
 constexpr int kTrialWarmupSteps = 3;
+constexpr int kMinTimedSteps = 3;             // fewer say nothing about a steady state
 constexpr double kMinWindowS = 0.4;           // a shorter window measures the machine's noise
 constexpr double kMaxWindowS = 4.0;           // longer ones buy little precision
 constexpr double kFirstGuessOverheadS = 1.0;  // a trial's warm-up before any was timed
 constexpr double kGraphGuessOverheadS = 3.0;  // ... in graph mode (compilation, races)
+constexpr double kWarmupMargin = 1.5;         // a trial starts when its warm-up fits this often
 constexpr int64_t kTrialEpochs = 1'000'000;   // trials stop on time, never on epochs
+// Sink sizes tried, each cut to what fits kMinTimedSinks times in the trial's window.
+constexpr int64_t kSinkSizes[] = {8, 64};
+constexpr int64_t kMinTimedSinks = 3;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Times the steps after the warm-up and stops training when the window is over or the budget
-// is spent. A trial's figure is the images over the window's wall time: what training gets,
-// stalls of the data pipeline included (a median step would hide the stalls that workers and
-// prefetch depth are tried for).
+// Times the steps after the warm-up and stops training when the window is over, or before the
+// budget's end: when the next step (or sink) would end past it at the pace of the last one. A
+// trial's figure is the images over the window's wall time: what training gets, stalls of the
+// data pipeline included (a median step would hide the stalls that workers and prefetch depth
+// are tried for). The hooks fire once per sink in sink mode, so it counts steps, not calls.
 class TrialClock : public train::Callback {
  public:
   TrialClock(double window_s, Clock::time_point deadline)
       : window_s_(window_s), deadline_(deadline) {}
+  void on_train_begin(train::RunContext&) override { last_ = Clock::now(); }
   void on_train_step_end(train::RunContext& ctx) override {
     const auto now = Clock::now();
-    ++steps_;
-    if (steps_ == kTrialWarmupSteps) {
+    const auto& p = ctx.original_args();
+    const int64_t steps = std::max<int64_t>(p.steps_this_sink, 1);
+    const bool warm = steps_ >= kTrialWarmupSteps;
+    steps_ += steps;
+    if (warm) {
+      timed_steps_ += steps;
+      images_ += p.batch_size * steps;
+      // The pace after the warm-up (whose first step compiles) predicts the next call.
+      next_call_s_ = seconds_between(last_, now);
+    } else if (steps_ >= kTrialWarmupSteps) {
       start_ = now;
-    } else if (steps_ > kTrialWarmupSteps) {
-      const auto& p = ctx.original_args();
-      step_s_.push_back(seconds_between(last_, now) /
-                        double(std::max<int64_t>(p.steps_this_sink, 1)));
-      batch_ = p.batch_size;
     }
     last_ = now;
-    if (now >= deadline_ ||
-        (steps_ > kTrialWarmupSteps && seconds_between(start_, now) >= window_s_)) {
+    const auto next_end = now + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(next_call_s_));
+    if (next_end >= deadline_) {
+      stopped_by_budget_ = true;
+      ctx.request_stop();
+    } else if (warm && seconds_between(start_, now) >= window_s_) {
       ctx.request_stop();
     }
   }
-  int64_t timed_steps() const { return int64_t(step_s_.size()); }
-  double timed_seconds() const { return seconds_between(start_, last_); }
+  int64_t steps() const { return steps_; }
+  int64_t timed_steps() const { return timed_steps_; }
+  double timed_seconds() const { return timed_steps_ > 0 ? seconds_between(start_, last_) : 0; }
+  bool stopped_by_budget() const { return stopped_by_budget_; }
   // Images/s over the window; nullopt when too few steps were timed to say.
   std::optional<double> images_per_sec() const {
-    if (step_s_.size() < 3) return std::nullopt;
-    double seconds = 0;
-    for (double s : step_s_) seconds += s;
-    return seconds > 0 ? std::optional<double>(double(batch_) * double(step_s_.size()) / seconds)
-                       : std::nullopt;
+    const double seconds = timed_seconds();
+    if (timed_steps_ < kMinTimedSteps || seconds <= 0) return std::nullopt;
+    return double(images_) / seconds;
   }
 
  private:
   double window_s_;
   Clock::time_point deadline_, start_, last_;
-  int64_t steps_ = 0, batch_ = 0;
-  std::vector<double> step_s_;
+  int64_t steps_ = 0, timed_steps_ = 0, images_ = 0;
+  double next_call_s_ = 0;
+  bool stopped_by_budget_ = false;
 };
 
 class Tuner {
@@ -112,7 +128,16 @@ class Tuner {
     const int cores = available_cores();
     std::vector<int> workers;
     for (int w = 1; w < cores; w *= 2) workers.push_back(w);
-    planned_ = 1 + 1 + 1 + 2 + int(workers.size()) + 2 + 2;
+    const std::pair<const char*, int> trials_per_option[] = {
+        {"mode", 1},
+        {"fusion", 1},
+        {"amp-level", 2},
+        {"workers", int(workers.size())},
+        {"prefetch", 2},
+        {"micro-batches", 2},
+        {"sink-size", int(std::size(kSinkSizes))}};
+    planned_ = 1;
+    for (const auto& [option, count] : trials_per_option) planned_ += wanted(option) ? count : 0;
 
     best_ = base;
     result_.baseline_images_per_sec = trial("baseline", "eager, O0, fusion off", base);
@@ -154,6 +179,7 @@ class Tuner {
                    [slices](TrainConfig& c) { c.micro_batches = slices; });
       }
     }
+    if (wanted("sink-size")) try_sink_sizes();
     result_.best = best_;
     result_.best_images_per_sec = best_ips_;
     result_.elapsed_s = seconds_between(begin_, Clock::now());
@@ -161,8 +187,53 @@ class Tuner {
   }
 
  private:
+  bool wanted(const std::string& option) const {
+    return config_.only.empty() ||
+           std::find(config_.only.begin(), config_.only.end(), option) != config_.only.end();
+  }
+
+  // Dataset sink mode: a sink's steps run back to back, the callbacks once per sink, so a trial
+  // can stop only at a sink's end. Each size is cut to what fits kMinTimedSinks times in the
+  // trial's window at the best pace so far, which keeps the trial inside its window and the
+  // budget whatever the model's step time (64 LeNet steps take a fraction of a second, 64
+  // ResNet-20 steps tens of seconds).
+  void try_sink_sizes() {
+    const double step_s = double(config_.batch_size) / best_ips_;
+    const double window = planned_window(best_.mode == "graph");
+    const int64_t fits = int64_t(window / step_s) / kMinTimedSinks;
+    int64_t tried = 0;
+    for (int64_t size : kSinkSizes) {
+      const int64_t sink = std::min(size, fits);
+      if (sink < 2) {
+        char why[160];
+        std::snprintf(why, sizeof why,
+                      "%lld sinks of 2 steps do not fit in its %.1f s window at %.3f s a step",
+                      static_cast<long long>(kMinTimedSinks), window, step_s);
+        skip("sink-size", std::to_string(size), why);
+      } else if (sink < 2 * tried) {
+        skip("sink-size", std::to_string(size),
+             "cut to " + std::to_string(sink) + " steps to fit its window, too close to the " +
+                 std::to_string(tried) + " tried");
+      } else {
+        tried = sink;
+        try_option("sink-size", std::to_string(sink),
+                   [sink](TrainConfig& c) { c.sink_size = sink; });
+      }
+    }
+  }
+
+  // The window of the next trial: the time left shared by the trials still to run; when it is
+  // short the later ones are left out rather than every window made too short to measure.
+  double planned_window(bool graph) const {
+    const int left = std::max(planned_ - int(result_.trials.size()), 1);
+    const double remaining = seconds_between(Clock::now(), deadline_);
+    const double overhead = graph ? graph_overhead_s_ : eager_overhead_s_;
+    return std::clamp((remaining - overhead * left) / double(left), kMinWindowS, kMaxWindowS);
+  }
+
   template <class Change>
   void try_option(const std::string& option, const std::string& value, Change change) {
+    if (!wanted(option)) return;
     TrainConfig candidate = best_;
     change(candidate);
     const double ips = trial(option, value, candidate);
@@ -175,6 +246,7 @@ class Tuner {
   }
 
   void skip(const std::string& option, const std::string& value, const std::string& why) {
+    if (!wanted(option)) return;
     result_.trials.push_back({.option = option, .value = value, .note = "not tried: " + why});
     out_ << "  " << option << " " << value << ": not tried (" << why << ")\n";
   }
@@ -182,29 +254,36 @@ class Tuner {
   // One timed trial of `c`; 0 when it did not fit in the budget or failed (its note says why).
   double trial(const std::string& option, const std::string& value, const TrainConfig& c) {
     const auto start = Clock::now();
-    const int left = std::max(planned_ - int(result_.trials.size()), 1);
     const double remaining = seconds_between(start, deadline_);
     const bool graph = c.mode == "graph";
     const double overhead = graph ? graph_overhead_s_ : eager_overhead_s_;
-    // The time left shared by the trials still to run; when it is short the later ones are
-    // left out rather than every window made too short to measure.
-    const double window =
-        std::clamp((remaining - overhead * left) / double(left), kMinWindowS, kMaxWindowS);
+    const double window = planned_window(graph);
     TuneTrial t{.option = option, .value = value};
-    if (remaining < overhead + kMinWindowS) {
+    // A first step slower than any seen so far (a recompile on a busy machine) cannot be
+    // stopped; the margin keeps it inside the budget.
+    if (remaining < kWarmupMargin * overhead + kMinWindowS) {
       t.note = "not tried: the budget is spent";
       result_.trials.push_back(t);
       out_ << "  " << option << " " << value << ": not tried (the budget is spent)\n";
       return 0;
     }
-    double ips = 0;
+    Measurement m;
     try {
-      ips = measure(c, window, t.note);
+      m = measure(c, window, t.note);
     } catch (const Error& e) {
       t.note = std::string("failed: ") + e.what();
     }
+    const double ips = m.images_per_sec;
     t.seconds = seconds_between(start, Clock::now());
-    (graph ? graph_overhead_s_ : eager_overhead_s_) = std::max(0.0, t.seconds - window);
+    if (ips > 0) {
+      // The slowest warm-up seen so far, first guess replaced: a trial starts only when one
+      // that slow still leaves it a window.
+      double& seen = graph ? graph_overhead_s_ : eager_overhead_s_;
+      const double warmup_s = std::max(0.0, t.seconds - m.timed_s);
+      seen = (graph ? graph_overheads_measured_ : eager_overheads_measured_)++ == 0
+                 ? warmup_s
+                 : std::max(seen, warmup_s);
+    }
     t.images_per_sec = ips;
     if (ips > 0 && result_.baseline_images_per_sec > 0) {
       t.vs_baseline = ips / result_.baseline_images_per_sec - 1;
@@ -218,8 +297,13 @@ class Tuner {
     return ips;
   }
 
-  // Trains `c` for a warm-up and a window of `window_s`; images/s of the window.
-  double measure(const TrainConfig& c, double window_s, std::string& note) {
+  struct Measurement {
+    double images_per_sec = 0;  // 0: not measured (the note says why)
+    double timed_s = 0;         // the window's wall time
+  };
+
+  // Trains `c` for a warm-up and a window of `window_s`.
+  Measurement measure(const TrainConfig& c, double window_s, std::string& note) {
     Context context = get_context();
     context.mode = c.mode == "graph" ? GRAPH_MODE : PYNATIVE_MODE;
     context.enable_graph_kernel = c.graph_kernel;
@@ -233,17 +317,26 @@ class Tuner {
     train::Model model(setup_.net, loss, optimizer,
                        {.amp_level = c.amp_level, .compile_log = false});
     auto clock = std::make_shared<TrialClock>(window_s, deadline_);
-    model.train(kTrialEpochs, setup_.train, {clock});
+    train::TrainOptions options;
+    options.dataset_sink_mode = c.sink_size != 0;
+    options.sink_size = c.sink_size != 0 ? c.sink_size : -1;
+    model.train(kTrialEpochs, setup_.train, {clock}, options);
     const std::optional<double> ips = clock->images_per_sec();
-    if (!ips) {
-      note = "not measured: the budget ended during its warm-up";
-      return 0;
+    char what[128];
+    if (!ips && clock->steps() < kTrialWarmupSteps) {
+      std::snprintf(what, sizeof what,
+                    "not measured: the budget ended during its warm-up (%lld of %d steps)",
+                    static_cast<long long>(clock->steps()), kTrialWarmupSteps);
+    } else if (!ips) {
+      std::snprintf(what, sizeof what,
+                    "not measured: the budget ended after %lld timed steps (%d needed)",
+                    static_cast<long long>(clock->timed_steps()), kMinTimedSteps);
+    } else {
+      std::snprintf(what, sizeof what, "%lld steps in %.2f s",
+                    static_cast<long long>(clock->timed_steps()), clock->timed_seconds());
     }
-    char what[64];
-    std::snprintf(what, sizeof what, "%lld steps in %.2f s",
-                  static_cast<long long>(clock->timed_steps()), clock->timed_seconds());
     note = what;
-    return *ips;
+    return ips ? Measurement{*ips, clock->timed_seconds()} : Measurement{};
   }
 
   const TuneConfig& config_;
@@ -254,6 +347,7 @@ class Tuner {
   double best_ips_ = 0;
   int planned_ = 1;
   double eager_overhead_s_ = kFirstGuessOverheadS, graph_overhead_s_ = kGraphGuessOverheadS;
+  int eager_overheads_measured_ = 0, graph_overheads_measured_ = 0;
   TuneResult result_;
 };
 
