@@ -5,18 +5,7 @@
 #include <iostream>
 #include <new>
 
-#include "kiln/cli/bench_comm_command.h"
-#include "kiln/cli/data_command.h"
-#include "kiln/cli/eval_command.h"
-#include "kiln/cli/export_command.h"
-#include "kiln/cli/info_command.h"
-#include "kiln/cli/launch_command.h"
-#include "kiln/cli/plan_command.h"
-#include "kiln/cli/predict_command.h"
-#include "kiln/cli/record_command.h"
-#include "kiln/cli/report_command.h"
-#include "kiln/cli/train_command.h"
-#include "kiln/cli/tune_command.h"
+#include "kiln/cli/commands.h"
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 
@@ -25,19 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   try {
-    add_train_command(app);
-    add_info_command(app);
-    add_launch_command(app);
-    add_data_command(app);
-    add_convert_command(app);
-    add_record_command(app);
-    add_eval_command(app);
-    add_predict_command(app);
-    add_export_command(app);
-    add_report_command(app);
-    add_plan_command(app);
-    add_bench_command(app);
-    add_tune_command(app);
+    kiln::cli::add_kiln_commands(app);
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();
@@ -68,8 +45,12 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // Sizes read from files and flags are checked before allocating; this is the last guard.
     std::cout.flush();
-    std::cerr << "kiln: error: out of memory (the job asked for more memory than the machine "
-                 "could give; try a smaller --batch-size or a smaller model)\n";
+    const std::string message =
+        "out of memory (the job asked for more memory than the machine could give; try a "
+        "smaller --batch-size or a smaller model)";
+    // The other ranks may be waiting for this one in a collective: end the whole job.
+    if (kiln::comm::size() > 1) kiln::comm::abort_job("error: " + message, 2);
+    std::cerr << "kiln: error: " << message << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cout.flush();
