@@ -63,6 +63,20 @@ TEST(LossScaleSpec, DefaultsFollowLevelAndDtype) {
   EXPECT_THROW(make_loss_scale_manager("sometimes", bf16_o2), Error);
 }
 
+TEST(LossScaleSpec, DynamicTakesMindSporesThreeArguments) {
+  auto manager = make_loss_scale_manager("dynamic:1024,4,3", {});
+  ASSERT_NE(dynamic_cast<DynamicLossScaleManager*>(manager.get()), nullptr);
+  EXPECT_EQ(manager->scale(), 1024.0);
+  EXPECT_FALSE(manager->update(true));  // overflow: divided by the factor
+  EXPECT_EQ(manager->scale(), 256.0);
+  for (int step = 0; step < 3; ++step) EXPECT_TRUE(manager->update(false));
+  EXPECT_EQ(manager->scale(), 1024.0);  // a clean window of 3: multiplied by the factor
+  EXPECT_THROW(make_loss_scale_manager("dynamic:1024,4", {}), Error);
+  EXPECT_THROW(make_loss_scale_manager("dynamic:1024,4,2.5", {}), Error);
+  EXPECT_THROW(make_loss_scale_manager("dynamic:1024,1,3", {}), Error);  // factor must be > 1
+  EXPECT_THROW(make_loss_scale_manager("fixed:64,2", {}), Error);
+}
+
 TEST(Overflow, DetectsInfAndNanInAnyDtype) {
   Tensor ok = Tensor::full({100000}, 1.5);
   Tensor inf = Tensor::full({3}, 1.0);

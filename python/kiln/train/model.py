@@ -154,4 +154,11 @@ class Model:
 
     @property
     def skipped_steps(self):
+        """Steps whose gradients overflowed and were dropped (with a loss-scale manager)."""
         return self._require_native("skipped_steps").skipped_steps
+
+    @property
+    def loss_scale(self):
+        """The loss scale now (a DynamicLossScaleManager's changes as it trains); None without
+        loss scaling."""
+        return self._require_native("loss_scale").loss_scale

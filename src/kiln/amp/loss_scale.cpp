@@ -46,6 +46,29 @@ bool DynamicLossScaleManager::update(bool overflow) {
   return true;
 }
 
+namespace {
+
+// The comma-separated numbers of `text`; an Error naming `spec` and its form otherwise.
+std::vector<double> parse_numbers(std::string_view text, std::string_view spec,
+                                  std::string_view form) {
+  std::vector<double> numbers;
+  size_t begin = 0;
+  while (true) {
+    size_t comma = text.find(',', begin);
+    std::string value(text.substr(begin, comma == std::string_view::npos ? comma : comma - begin));
+    char* end = nullptr;
+    double number = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') {
+      throw Error("loss_scale: '" + std::string(spec) + "' is not " + std::string(form));
+    }
+    numbers.push_back(number);
+    if (comma == std::string_view::npos) return numbers;
+    begin = comma + 1;
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<LossScaleManager> make_loss_scale_manager(std::string_view spec,
                                                           const AmpConfig& config) {
   if (spec.empty()) {
@@ -55,17 +78,22 @@ std::unique_ptr<LossScaleManager> make_loss_scale_manager(std::string_view spec,
   }
   if (spec == "none") return nullptr;
   if (spec == "dynamic") return std::make_unique<DynamicLossScaleManager>();
-  if (spec.substr(0, 6) == "fixed:") {
-    std::string value(spec.substr(6));
-    char* end = nullptr;
-    double scale = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0') {
-      throw Error("loss_scale: '" + std::string(spec) + "' is not fixed:<number>");
+  if (spec.substr(0, 8) == "dynamic:") {
+    constexpr std::string_view form = "dynamic:<init_loss_scale>,<scale_factor>,<scale_window>";
+    std::vector<double> n = parse_numbers(spec.substr(8), spec, form);
+    if (n.size() != 3 || n[2] != std::floor(n[2])) {
+      throw Error("loss_scale: '" + std::string(spec) + "' is not " + std::string(form) +
+                  " (scale_window a whole number)");
     }
-    return std::make_unique<FixedLossScaleManager>(scale);
+    return std::make_unique<DynamicLossScaleManager>(n[0], n[1], int64_t(n[2]));
+  }
+  if (spec.substr(0, 6) == "fixed:") {
+    std::vector<double> n = parse_numbers(spec.substr(6), spec, "fixed:<number>");
+    if (n.size() != 1) throw Error("loss_scale: '" + std::string(spec) + "' is not fixed:<number>");
+    return std::make_unique<FixedLossScaleManager>(n[0]);
   }
   throw Error("loss_scale: unknown setting '" + std::string(spec) +
-              "' (expected dynamic, fixed:N or none)");
+              "' (expected dynamic, dynamic:INIT,FACTOR,WINDOW, fixed:N or none)");
 }
 
 bool has_overflow(const std::vector<Tensor>& grads) {

@@ -51,8 +51,9 @@ class DynamicLossScaleManager : public LossScaleManager {
   int64_t clean_steps_ = 0;
 };
 
-// "dynamic", "fixed:N" or "none"; null for none. MindSpore's default per level when `spec` is
-// empty: dynamic for O2/O3 with fp16, none otherwise.
+// "dynamic" (MindSpore's defaults: 2^24, factor 2, window 2000),
+// "dynamic:INIT_LOSS_SCALE,SCALE_FACTOR,SCALE_WINDOW", "fixed:N" or "none"; null for none.
+// MindSpore's default per level when `spec` is empty: dynamic for O2/O3 with fp16, none otherwise.
 std::unique_ptr<LossScaleManager> make_loss_scale_manager(std::string_view spec,
                                                           const AmpConfig& config);
 
