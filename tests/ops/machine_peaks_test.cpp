@@ -4,6 +4,7 @@
 #include "kiln/ops/machine_peaks.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -74,9 +75,16 @@ TEST(MachinePeaks, DamagedCacheIsMeasuredAgain) {
   CacheFolder folder;
   fs::create_directories(folder.path());
   std::ofstream(machine_peaks_cache_path()) << "{\"format\": \"kiln machine peaks 1\", \"entr";
+  // What a measurement killed while writing the cache left: removed at the next write.
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const fs::path killed = folder.path() / (".machine_peaks.json.tmp-" + std::to_string(gone));
+  std::ofstream(killed) << "{\"format\"";
   EXPECT_FALSE(cached_machine_peaks(1).has_value());
   measure_machine_peaks(1);
   EXPECT_TRUE(cached_machine_peaks(1).has_value());
+  EXPECT_FALSE(fs::exists(killed));
 }
 
 TEST(MachinePeaks, RooflineIsTheLowerOfComputeAndBandwidth) {

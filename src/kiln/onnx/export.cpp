@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "kiln/core/error.h"
+#include "kiln/core/temporary_files.h"
 #include "kiln/graph/tracer.h"
 #include "kiln/onnx/detail/model_writer.h"
 #include "kiln/ops/dispatch_chain.h"
@@ -95,10 +96,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (fs::is_directory(target, ec)) {
     throw FileError("ONNX export: " + path + " is a folder; give the model's file name");
   }
-  // Hidden, beside the target (a rename within one file system is atomic), and per process.
-  std::string temp_name = ".";
-  temp_name.append(target.filename().string()).append(".tmp-").append(std::to_string(::getpid()));
-  const std::string temp = (folder / temp_name).string();
+  remove_stale_temporaries_of(path);  // left by exports that were killed
+  const std::string temp = temporary_path(path);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error(path, "cannot create the temporary file " + temp, errno);
   auto fail = [&](const std::string& what) {

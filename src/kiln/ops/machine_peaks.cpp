@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/core/kernel_threads.h"
+#include "kiln/core/temporary_files.h"
 #include "kiln/core/threads.h"
 #include "kiln/ops/cpu_support.h"
 #include "kiln/ops/dnnl/context.h"
@@ -193,7 +194,8 @@ void write_entries(const std::string& path, const std::vector<json>& entries) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string temporary = path + ".tmp-" + std::to_string(getpid());
+  remove_stale_temporaries_of(path);  // left by measurements that were killed
+  const std::string temporary = temporary_path(path);
   {
     std::ofstream out(temporary, std::ios::trunc);
     out << json{{"format", kFormat}, {"entries", entries}}.dump(1) << "\n";

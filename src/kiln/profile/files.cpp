@@ -1,7 +1,5 @@
 #include "kiln/profile/files.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include <sstream>
 
 #include "kiln/core/error.h"
+#include "kiln/core/temporary_files.h"
 
 namespace kiln::profile {
 
@@ -18,9 +17,8 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   std::error_code ec;
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
   if (ec) throw FileError("profiler: cannot create the folder of " + path + ": " + ec.message());
-  const std::string temporary = (target.parent_path() / ("." + target.filename().string() +
-                                                         ".tmp-" + std::to_string(getpid())))
-                                    .string();
+  remove_stale_temporaries_of(path);  // left by writers that were killed
+  const std::string temporary = temporary_path(path);
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw FileError("profiler: cannot write " + temporary + ": " + std::strerror(errno));

@@ -2,17 +2,15 @@
 // killed writers, and the training state (where to resume) validated field by field. Depends
 // only on core and safetensors.cpp (not on networks or optimizers), so the checkpoint fuzzer and
 // the sanitizer build of the reader tests compile it alone.
-#include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <tuple>
 
 #include "kiln/core/error.h"
+#include "kiln/core/temporary_files.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/safetensors.h"
 
@@ -111,26 +109,7 @@ std::vector<std::string> list_checkpoints(const std::string& directory, const st
 }
 
 std::vector<std::string> remove_stale_checkpoint_temporaries(const std::string& directory) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> removed;
-  std::error_code ec;
-  const std::string marker = ".safetensors.tmp.";
-  for (const fs::directory_entry& e : fs::directory_iterator(directory, ec)) {
-    std::string name = e.path().filename().string();
-    size_t at = name.rfind(marker);
-    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
-    const char* begin = name.data() + at + marker.size();
-    const char* end = name.data() + name.size();
-    long pid = 0;
-    auto [ptr, pec] = std::from_chars(begin, end, pid);
-    if (pec != std::errc() || ptr != end || pid <= 0) continue;
-    // A live writer's file is left alone; kill(pid, 0) fails with ESRCH only when none exists.
-    bool alive = pid != long(::getpid()) && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
-    if (alive) continue;
-    std::error_code rec;
-    if (fs::remove(e.path(), rec)) removed.push_back(e.path().string());
-  }
-  return removed;
+  return remove_stale_temporaries(directory, ".safetensors.tmp.");  // safetensors.cpp's names
 }
 
 ResumePoint read_training_state(const Checkpoint& c) {
