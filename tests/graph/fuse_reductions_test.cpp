@@ -1,4 +1,6 @@
 #include "graph_test_util.h"
+#include "kiln/ops/cpu_support.h"
+#include "testing/cpu_features.h"
 #include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
@@ -37,6 +39,7 @@ TEST(FuseReductions, BiasGradientSharesThePassWithItsOtherReader) {
 // and only what is stored is rounded, so the fused result is held against the f32 computation
 // of the same bf16 inputs (the unfused graph rounds t to bf16 before summing: bf16 tolerance).
 TEST(FuseReductions, Bf16BiasGradientFusesAndSumsInF32) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   GraphFn fn = [](const std::vector<Tensor>& in) {
     Tensor t = ops::relu_grad(in[0], in[1]);
     return std::vector<Tensor>{ops::sum_to_shape(t, Shape{1024}),

@@ -1,4 +1,6 @@
 #include "graph_test_util.h"
+#include "kiln/ops/cpu_support.h"
+#include "testing/cpu_features.h"
 #include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
@@ -46,6 +48,7 @@ TEST(AlgebraicSimplification, MergesScalarMultipliesAndKeepsBroadcasts) {
 // the cast is dropped and the update reads the bf16 gradient, widening it exactly as the cast
 // did, so the parameters match an eager step's.
 TEST(AlgebraicSimplification, UpdatesReadBf16GradientsWithoutTheCast) {
+  if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
   LossFn loss = [](const std::vector<Tensor>& p, const Tensor& x, const Tensor&) {
     Tensor h = ops::matmul(ops::cast(x, DType::bf16), ops::cast(p[0], DType::bf16));
     return ops::mean(ops::square(ops::cast(h, DType::f32)));
