@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
+#include "kiln/graph/detail/passes.h"
 #include "kiln/ops/cpu_support.h"
 #include "testing/cpu_features.h"
-#include "kiln/graph/detail/passes.h"
 
 namespace kiln::graph {
 namespace {
