@@ -11,6 +11,7 @@
 #include "kiln/profile/files.h"
 #include "kiln/profile/raw_files.h"
 #include "kiln/profile/recommendations.h"
+#include "kiln/profile/report.h"
 #include "kiln/profile/step_comparison.h"
 #include "kiln/train/compiled_step.h"
 #include "profile/profile_testing.h"
@@ -76,6 +77,55 @@ TEST(ProfilerCollects, EagerLaunchesNameTheirKernel) {
   EXPECT_EQ(add.kernel, "kiln:add");
   EXPECT_EQ(matmul.dtype, "f32");
   EXPECT_GE(matmul.threads, 1);
+}
+
+// Each launch records its tensors' layouts: a convolution reads NCHW and writes channels last
+// (NHWC), and a launch on an NHWC input is a kind of its own. The layout reaches the trace,
+// ops.csv, the text summary and the report's top-ops table.
+TEST(ProfilerCollects, LaunchesRecordEachTensorsLayout) {
+  Tensor x = Tensor::ones({2, 3, 8, 8});
+  Tensor w1 = Tensor::ones({4, 3, 3, 3}), b1 = Tensor::ones({4});
+  Tensor w2 = Tensor::ones({5, 4, 3, 3}), b2 = Tensor::ones({5});
+  testing::TempDir dir("kiln-profile-layout");
+  Profiler profiler({.output_path = dir.str(), .machine_peaks = false});
+  Tensor y = ops::conv2d(x, w1, b1);
+  ops::conv2d(y, w2, b2);
+  ops::matmul(Tensor::ones({4, 8}), Tensor::ones({8, 2}));
+  profiler.stop();
+  const Collection& c = profiler.collection();
+  ASSERT_EQ(c.ops.size(), 3u);
+  EXPECT_EQ(c.signatures[c.ops[0].signature].layout, "nchw nchw - -> nhwc");
+  EXPECT_EQ(c.signatures[c.ops[1].signature].layout, "nhwc nchw - -> nhwc");
+  EXPECT_EQ(c.signatures[c.ops[2].signature].layout, "") << "no 4-D tensor: nothing to say";
+
+  profiler.analyse();
+  const std::string csv = read_file(dir.str() + "/ops.csv");
+  EXPECT_NE(csv.find(",layout,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",nchw nchw - -> nhwc,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",nhwc nchw - -> nhwc,"), std::string::npos) << csv;
+  EXPECT_NE(text_summary(dir.str()).find("(nhwc nchw - -> nhwc)"), std::string::npos);
+  const std::string html = read_file(dir.str() + "/report.html");
+  EXPECT_NE(html.find("<th>layout</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=layout>nchw nchw - -&gt; nhwc</td>"), std::string::npos);
+}
+
+// Graph mode: a compiled LeNet's convolutions carry the layouts its layout pass chose.
+TEST(ProfilerCollects, GraphLaunchesRecordTheirLayouts) {
+  auto model = lenet_model();
+  train::CompiledTrainStep step(model->network(), model->loss_fn(), model->optimizer());
+  step.set_verbose(false);
+  Tensor x = train::testing::batch_images(8, 1), y = train::testing::batch_labels(8, 2);
+  Profiler profiler(collect_only());
+  step.run(x, y);
+  profiler.stop();
+  const Collection& c = profiler.collection();
+  int convolutions = 0;
+  for (const OpSignature& s : c.signatures) {
+    if (s.mode != "graph" || s.name != "conv2d") continue;
+    ++convolutions;
+    EXPECT_NE(s.layout.find("-> nhwc"), std::string::npos) << s.shapes << ": " << s.layout;
+  }
+  EXPECT_GT(convolutions, 0);
 }
 
 TEST(ProfilerCollects, OnlyOneProfilerAtATime) {

@@ -18,6 +18,10 @@ struct OpSignature {
   std::string name;    // op or node label: "conv2d", "fused[add,relu]"
   std::string mode;    // "eager" or "graph"
   std::string shapes;  // inputs -> outputs: "f32[64,1,28,28] f32[6,1,5,5] -> f32[64,6,24,24]"
+  // The memory order of each tensor in `shapes`' order, "nchw" (contiguous) or "nhwc" (channels
+  // last) for a 4-D one, "-" for others (always row-major): "nchw nchw -> nhwc"; empty when no
+  // tensor is 4-D. oneDNN's blocked formats stay inside its kernels (the kernel's name says so).
+  std::string layout;
   std::string launch;  // how it is launched: "eager kernel", "view", "op kernel", "graph kernel"...
   // The kernel that ran: oneDNN's implementation ("brgconv:avx512_core", several joined by " + ")
   // or Kiln's own ("kiln:winograd_f4x4_3x3", "kiln:pointwise"); ops/kernel_name.h.

@@ -127,7 +127,8 @@ ProfileData load_profile(const std::string& dir) {
   if (!trace.contains("traceEvents") || !trace["traceEvents"].is_array()) {
     throw FileError("profiler: " + trace_path + " has no traceEvents array");
   }
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, size_t> row_of;
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, size_t>
+      row_of;
   std::vector<PhaseSpan> phases;
   try {
     for (const json& e : trace["traceEvents"]) {
@@ -137,13 +138,14 @@ ProfileData load_profile(const std::string& dir) {
         const json& args = e.at("args");
         const std::string name = e.at("name");
         auto key = std::make_tuple(name, args.value("mode", ""), args.value("kernel", ""),
-                                   args.value("shapes", ""));
+                                   args.value("shapes", ""), args.value("layout", ""));
         auto [it, added] = row_of.emplace(key, data.ops.size());
         if (added) {
           data.ops.push_back({.name = name,
                               .mode = std::get<1>(key),
                               .kernel = std::get<2>(key),
                               .shapes = std::get<3>(key),
+                              .layout = std::get<4>(key),
                               .dtype = args.value("dtype", ""),
                               .threads = args.value("threads", 1)});
         }

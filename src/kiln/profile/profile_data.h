@@ -18,7 +18,8 @@ namespace kiln::profile {
 // Every launch of one op (or graph node) with the same tensors and kernel.
 struct OpRow {
   std::string name, mode, kernel, shapes;
-  std::string dtype;  // what it computes in ("f32", "bf16")
+  std::string layout;  // each tensor's memory order ("nchw nchw -> nhwc"; collection.h)
+  std::string dtype;   // what it computes in ("f32", "bf16")
   int threads = 1;
   int64_t calls = 0;
   double total_us = 0;

@@ -33,18 +33,40 @@ std::string describe_metas(std::span<const ops::TensorMeta> inputs,
   return s;
 }
 
+std::string layout_name(const ops::TensorMeta& m) {
+  if (m.shape.rank() != 4) return "-";
+  return m.layout == ops::Layout::channels_last ? "nhwc" : "nchw";
+}
+
+std::string describe_layouts(std::span<const ops::TensorMeta> inputs,
+                             std::span<const ops::TensorMeta> outputs) {
+  bool any_4d = false;
+  std::string s;
+  for (const ops::TensorMeta& m : inputs) {
+    any_4d = any_4d || m.shape.rank() == 4;
+    s += layout_name(m) + " ";
+  }
+  s += "->";
+  for (const ops::TensorMeta& m : outputs) {
+    any_4d = any_4d || m.shape.rank() == 4;
+    s += " " + layout_name(m);
+  }
+  return any_4d ? s : std::string();
+}
+
 uint64_t mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
 }
 
-// An eager launch's signature key: the op, its input metas, its attributes, the kernels that
-// ran (interned names: their addresses) and its threads.
+// An eager launch's signature key: the op, its input metas (a 4-D input's layout too), its
+// attributes, the kernels that ran (interned names: their addresses) and its threads.
 uint64_t eager_key(ops::OpKind kind, std::span<const Tensor> inputs, const ops::Attrs& attrs,
                    const ops::KernelNotes& notes, int threads) {
   uint64_t h = mix(0xcbf29ce484222325ull, uint64_t(kind));
   for (const Tensor& t : inputs) {
     h = mix(h, uint64_t(t.dtype()) + 0x100 * uint64_t(t.rank()));
     for (int64_t d : t.shape().dims()) h = mix(h, uint64_t(d));
+    if (t.rank() == 4) h = mix(h, uint64_t(ops::meta_of(t).layout));
   }
   for (int i = 0; i < notes.count; ++i) h = mix(h, reinterpret_cast<uintptr_t>(notes.names[i]));
   return mix(mix(h, uint64_t(threads)), ops::hash_attrs(attrs));
@@ -313,6 +335,7 @@ class Profiler::Collector final : public train::StepTraceSink {
     s.name = std::string(def.name);
     s.mode = "eager";
     s.shapes = describe_metas(in, out);
+    s.layout = describe_layouts(in, out);
     s.launch = def.view ? "view" : "eager kernel";
     s.kernel = ops::join_kernel_notes(notes);
     if (s.kernel.empty()) s.kernel = def.view ? "view" : "kiln:" + s.name;
@@ -337,6 +360,7 @@ class Profiler::Collector final : public train::StepTraceSink {
       s.name = info.label;
       s.mode = "graph";
       s.shapes = describe_metas(info.inputs, info.outputs);
+      s.layout = describe_layouts(info.inputs, info.outputs);
       s.launch = info.kernel;
       s.kernel = info.own_kernel;  // until a launch says which kernels ran
       s.dtype = compute_dtype(info.inputs, info.outputs);

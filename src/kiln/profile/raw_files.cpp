@@ -138,9 +138,9 @@ json trace_json(const Collection& c) {
     const OpSignature& s = c.signatures[o.signature];
     json e = complete_event(s.name, s.mode == "graph" ? "launch" : "op", pid, o.thread, o.begin_ns,
                             o.end_ns, c.start_ns);
-    json args = {{"mode", s.mode},     {"shapes", s.shapes}, {"launch", s.launch},
-                 {"kernel", s.kernel}, {"dtype", s.dtype},   {"threads", s.threads},
-                 {"flops", s.flops},   {"bytes", s.bytes}};
+    json args = {{"mode", s.mode},       {"shapes", s.shapes}, {"layout", s.layout},
+                 {"launch", s.launch},   {"kernel", s.kernel}, {"dtype", s.dtype},
+                 {"threads", s.threads}, {"flops", s.flops},   {"bytes", s.bytes}};
     if (s.node >= 0) {
       args["node"] = s.node;
       args["graph"] = s.graph;

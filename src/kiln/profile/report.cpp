@@ -26,13 +26,15 @@ std::string ops_csv(const ProfileData& data) {
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(3);
-  s << "op,mode,kernel,dtype,threads,shapes,calls,total_us,share,mean_us,gflop_per_s,gb_per_s,"
+  s << "op,mode,kernel,dtype,threads,shapes,layout,calls,total_us,share,mean_us,gflop_per_s,gb_per_"
+       "s,"
        "share_of_peak\n";
   for (const OpRow& r : data.ops) {
     s << csv_field(r.name) << ',' << r.mode << ',' << csv_field(r.kernel) << ',' << r.dtype << ','
-      << r.threads << ',' << csv_field(r.shapes) << ',' << r.calls << ',' << r.total_us << ','
-      << (data.op_total_us > 0 ? r.total_us / data.op_total_us : 0) << ','
-      << r.total_us / double(r.calls) << ',' << r.gflops_per_s() << ',' << r.gbytes_per_s() << ',';
+      << r.threads << ',' << csv_field(r.shapes) << ',' << csv_field(r.layout) << ',' << r.calls
+      << ',' << r.total_us << ',' << (data.op_total_us > 0 ? r.total_us / data.op_total_us : 0)
+      << ',' << r.total_us / double(r.calls) << ',' << r.gflops_per_s() << ',' << r.gbytes_per_s()
+      << ',';
     if (data.peaks && r.flops > 0) s << data.share_of_peak(r);
     s << '\n';
   }
@@ -130,7 +132,9 @@ std::string text_summary(const std::string& dir) {
     s << "  " << r.total_us / 1000 << " ms  " << 100 * r.total_us / data.op_total_us << " %  "
       << r.gflops_per_s() << "  ";
     if (data.peaks) s << 100 * data.share_of_peak(r) << " %  ";
-    s << r.name << " [" << r.kernel << "] " << r.shapes << "\n";
+    s << r.name << " [" << r.kernel << "] " << r.shapes;
+    if (!r.layout.empty()) s << " (" << r.layout << ")";
+    s << "\n";
   }
   s << "allocator peak: "
     << double(data.profile.value("allocator_peak_bytes", int64_t(0))) / 1048576.0 << " MiB\n";

@@ -147,7 +147,9 @@ std::string ops_section(const ProfileData& data) {
   s << "<h2 id=ops>Top ops</h2><p>" << data.launches << " launches, "
     << fmt(data.op_total_us / 1000, 2)
     << " ms in kernels. Click a column to sort. <i>kernel</i> is what ran: oneDNN's "
-       "implementation, or Kiln's own (kiln:...). FLOPs and bytes come from each op's cost in "
+       "implementation, or Kiln's own (kiln:...). <i>layout</i> is each tensor's memory order in "
+       "the shapes' order (nchw, nhwc: channels last; - for a tensor that is not 4-D). FLOPs "
+       "and bytes come from each op's cost in "
        "the op table (fused graph kernels count the op they are built around)";
   if (data.peaks) {
     s << "; <i>% of peak</i> is the achieved rate against the roofline's ceiling at the op's "
@@ -160,14 +162,15 @@ std::string ops_section(const ProfileData& data) {
   s << "<div class=scroll><table class=sortable id=top-ops><thead><tr><th>op</th>"
     << (both_modes ? "<th>mode</th>" : "")
     << "<th>kernel</th>"
-       "<th>shapes (inputs -&gt; outputs)</th><th>threads</th><th>calls</th><th>total ms</th>"
+       "<th>shapes (inputs -&gt; "
+       "outputs)</th><th>layout</th><th>threads</th><th>calls</th><th>total ms</th>"
        "<th>share %</th><th>mean µs</th><th>GFLOP/s</th><th>GB/s</th>"
     << (data.peaks ? "<th>% of peak</th><th>bound</th>" : "") << "</tr></thead><tbody>";
   for (const OpRow& r : data.ops) {
     s << "<tr><td>" << esc(r.name) << "</td>"
       << (both_modes ? "<td>" + r.mode + "</td>" : std::string()) << "<td class=kernel>"
-      << esc(r.kernel) << "</td><td class=shapes>" << esc(r.shapes) << "</td>"
-      << num_cell(double(r.threads), 0) << num_cell(double(r.calls), 0)
+      << esc(r.kernel) << "</td><td class=shapes>" << esc(r.shapes) << "</td><td class=layout>"
+      << esc(r.layout) << "</td>" << num_cell(double(r.threads), 0) << num_cell(double(r.calls), 0)
       << num_cell(r.total_us / 1000, 3)
       << num_cell(data.op_total_us > 0 ? 100 * r.total_us / data.op_total_us : 0, 1)
       << num_cell(r.total_us / double(r.calls), 1) << num_cell(r.gflops_per_s(), 2)
