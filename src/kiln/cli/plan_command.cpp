@@ -1,6 +1,7 @@
 #include "kiln/cli/plan_command.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -32,8 +33,9 @@ struct PlanConfig {
   std::string image_size;  // "HxW": the model's input (default: the zoo's, 28x28)
   int64_t channels = 1;
   int64_t classes = 10;
-  int64_t context = 64;  // gpt
-  bool redistributions = false;
+  int64_t context = 64;         // gpt
+  bool redistributions = true;  // the list of inserted collectives (--no-redistributions hides it)
+  bool layouts = false;         // every op's input and output layouts besides
   bool json = false;
 };
 
@@ -51,6 +53,58 @@ nlohmann::ordered_json prediction_json(const parallel::StepPrediction& p) {
           {"parameter_mib", p.parameter_bytes / double(1 << 20)},
           {"activation_mib", p.activation_bytes / double(1 << 20)},
           {"memory_mib", p.memory_bytes() / double(1 << 20)}};
+}
+
+std::string value_ref(const graph::Graph& g, graph::ValueId v) {
+  const graph::Value& value = g.value(v);
+  return "%" + std::to_string(v) + (value.name.empty() ? "" : " " + value.name);
+}
+
+std::string op_ref(const graph::Graph& g, graph::NodeId id) {
+  const graph::Node& n = g.node(id);
+  return std::string(ops::op_name(n.op)) + " %" +
+         std::to_string(n.outputs.empty() ? -1 : n.outputs[0]);
+}
+
+nlohmann::ordered_json redistributions_json(
+    const graph::Graph& g, const std::vector<parallel::InsertedRedistribution>& inserted) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& r : inserted) {
+    const graph::ValueId v = g.node(r.op).inputs[r.input];
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const parallel::RedistributionStep& s : r.redistribution.steps) {
+      steps.push_back(
+          {{"step", s.brief()}, {"group_size", s.group.size()}, {"estimate_us", s.seconds * 1e6}});
+    }
+    list.push_back({{"op", op_ref(g, r.op)},
+                    {"input", r.input},
+                    {"value", value_ref(g, v)},
+                    {"shape", g.value(v).meta.shape.str()},
+                    {"steps", steps},
+                    {"estimate_us", r.redistribution.seconds * 1e6}});
+  }
+  return list;
+}
+
+// One line per redistribution, with the group's size rather than its ranks: a plan for 1,024
+// devices stays readable.
+void print_redistributions(const graph::Graph& g,
+                           const std::vector<parallel::InsertedRedistribution>& inserted,
+                           double seconds) {
+  std::cout << "  redistributions rank 0 inserts in the forward (the backward mirrors each; "
+               "--no-redistributions hides them):\n";
+  if (inserted.empty()) std::cout << "    none: every op reads its inputs as they are held\n";
+  char estimate[64];
+  for (const auto& r : inserted) {
+    const graph::ValueId v = g.node(r.op).inputs[r.input];
+    std::snprintf(estimate, sizeof estimate, " (~%.1f us)", r.redistribution.seconds * 1e6);
+    std::cout << "    " << op_ref(g, r.op) << " input " << r.input << " (" << value_ref(g, v) << " "
+              << g.value(v).meta.shape.str() << "): " << r.redistribution.brief() << estimate
+              << "\n";
+  }
+  std::snprintf(estimate, sizeof estimate, "%.3f", seconds * 1e3);
+  std::cout << "    " << inserted.size() << " redistributions, ~" << estimate
+            << " ms per step in the forward (alpha-beta model)\n";
 }
 
 void run_plan(const PlanConfig& c) {
@@ -89,6 +143,22 @@ void run_plan(const PlanConfig& c) {
   const parallel::AutoPlan plan =
       parallel::plan_auto_parallel(step->graph, step->loss, c.devices, options);
 
+  // The plan as a compile would run it: the redistributions rank 0 inserts before each op.
+  graph::Graph g = step->graph;
+  std::map<graph::NodeId, std::string> searched;
+  const std::map<graph::ValueId, parallel::TensorLayout> layouts(plan.parameters.begin(),
+                                                                 plan.parameters.end());
+  for (const auto& [id, choice] : plan.ops) {
+    g.node(id).strategy = choice.strategy;
+    searched[id] = choice.what;
+  }
+  const parallel::ShardingPlan sharding =
+      parallel::plan_sharding(g, c.devices, layouts, options.machine.comm, searched);
+  const std::vector<parallel::InsertedRedistribution> inserted =
+      sharding.redistributions(g, 0, options.machine.comm);
+  double redistribution_s = 0;
+  for (const auto& r : inserted) redistribution_s += r.redistribution.seconds;
+
   if (c.json) {
     nlohmann::ordered_json j;
     j["model"] = c.model;
@@ -118,25 +188,16 @@ void run_plan(const PlanConfig& c) {
       params[step->graph.value(v).name] = layout.str();
     }
     j["parameters"] = params;
+    j["redistributions"] = redistributions_json(g, inserted);
+    j["redistribution_forward_ms"] = redistribution_s * 1e3;
     std::cout << j.dump(2) << "\n";
     return;
   }
   std::cout << c.model << ", batch " << c.batch_size << " (global), optimizer " << c.optimizer
             << "\n"
             << plan.str(step->graph);
-  if (c.redistributions) {
-    // The plan as a compile would run it: the redistributions rank 0 inserts before each op.
-    graph::Graph g = step->graph;
-    std::map<graph::NodeId, std::string> searched;
-    std::map<graph::ValueId, parallel::TensorLayout> layouts(plan.parameters.begin(),
-                                                             plan.parameters.end());
-    for (const auto& [id, choice] : plan.ops) {
-      g.node(id).strategy = choice.strategy;
-      searched[id] = choice.what;
-    }
-    std::cout << parallel::plan_sharding(g, c.devices, layouts, options.machine.comm, searched)
-                     .str(g, 0, options.machine.comm);
-  }
+  if (c.redistributions) print_redistributions(g, inserted, redistribution_s);
+  if (c.layouts) std::cout << sharding.str(g, 0, options.machine.comm);
 }
 
 }  // namespace
@@ -145,7 +206,8 @@ void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "plan",
       "AUTO_PARALLEL's plan of a model's training step for N devices, with no ranks "
-      "running: each op's strategy, the predicted step and memory per rank");
+      "running: each op's strategy, the redistributions inserted, the predicted step and "
+      "memory per rank");
   auto c = std::make_shared<PlanConfig>();
   cmd->add_option("--model", c->model, "A zoo model (kiln train --model)")
       ->check(CLI::IsMember(models::model_names()));
@@ -153,7 +215,7 @@ void add_plan_command(CLI::App& app) {
       ->check(integer_in(1, kMaxDevices));
   cmd->add_option("--batch-size", c->batch_size, "The global batch (all ranks together)")
       ->check(integer_in(1, int64_t(1) << 24));
-  cmd->add_option("--memory-limit-mb", c->memory_limit_mb,
+  cmd->add_option("--memory-limit,--memory-limit-mb", c->memory_limit_mb,
                   "Memory per rank for parameters, gradients, optimizer state and activations "
                   "(MiB; 0: no limit)")
       ->check(finite_in(0, 1e9, true));
@@ -167,8 +229,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--classes", c->classes, "Classes (gpt: the vocabulary, default 256)")
       ->check(integer_in(1, int64_t(1) << 24));
   cmd->add_option("--context", c->context, "gpt: tokens per window")->check(integer_in(1, 1 << 16));
-  cmd->add_flag("--redistributions", c->redistributions,
-                "Also print the collectives rank 0 inserts before each op");
+  cmd->add_flag("--redistributions,!--no-redistributions", c->redistributions,
+                "Print the collectives rank 0 inserts before each op (the default; "
+                "--no-redistributions hides them)");
+  cmd->add_flag("--layouts", c->layouts,
+                "Also print every op's input and output layouts as a compile runs them");
   cmd->add_flag("--json", c->json, "Print the plan as one JSON object");
   cmd->callback([c] {
     if (c->batch_size % c->devices != 0 && c->batch_size < c->devices) {

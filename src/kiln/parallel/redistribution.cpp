@@ -124,10 +124,33 @@ std::string RedistributionStep::str() const {
   return "?";
 }
 
+std::string RedistributionStep::brief() const {
+  if (kind == Kind::split) return str();
+  const std::string over = " over " + std::to_string(group.size()) + " ranks";
+  switch (kind) {
+    case Kind::all_reduce:
+      return "all_reduce" + over;
+    case Kind::reduce_scatter:
+      return "reduce_scatter dim " + std::to_string(dim) + over;
+    case Kind::all_gather:
+      return "all_gather dim " + std::to_string(dim) + over;
+    case Kind::split:
+      break;
+  }
+  return "?";
+}
+
 std::string Redistribution::str() const {
   if (steps.empty()) return "nothing";
   std::string s;
   for (size_t i = 0; i < steps.size(); ++i) s += (i ? ", then " : "") + steps[i].str();
+  return s;
+}
+
+std::string Redistribution::brief() const {
+  if (steps.empty()) return "nothing";
+  std::string s;
+  for (size_t i = 0; i < steps.size(); ++i) s += (i ? ", then " : "") + steps[i].brief();
   return s;
 }
 

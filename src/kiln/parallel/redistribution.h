@@ -27,6 +27,9 @@ struct RedistributionStep {
   double seconds = 0;          // the α-β estimate of this step on one rank
   // "all_gather dim 1 over ranks [0, 1]"
   std::string str() const;
+  // The same with the group's size for its list, for plans of many ranks: "all_gather dim 1
+  // over 512 ranks".
+  std::string brief() const;
 };
 
 struct Redistribution {
@@ -35,6 +38,8 @@ struct Redistribution {
   bool empty() const { return steps.empty(); }
   // "all_reduce over ranks [0, 1], then split dim 0 in 2 (block 1)"; "nothing" when empty.
   std::string str() const;
+  // Each step's brief(), joined the same way.
+  std::string brief() const;
 };
 
 // The cheapest sequence this rank runs to go from `from` to `to` (same whole shape; `to` holds

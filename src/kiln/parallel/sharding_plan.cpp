@@ -229,6 +229,22 @@ ShardingPlan plan_sharding(const Graph& g, int64_t ranks,
   return plan;
 }
 
+std::vector<InsertedRedistribution> ShardingPlan::redistributions(
+    const Graph& g, int64_t rank, const CommCostModel& model) const {
+  std::vector<InsertedRedistribution> list;
+  for (NodeId id : g.schedule()) {
+    if (!ops[size_t(id)]) continue;
+    const OpPlan& p = *ops[size_t(id)];
+    const Node& n = g.node(id);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      Redistribution r = plan_redistribution(*held[size_t(n.inputs[i])], p.inputs[i], rank,
+                                             g.value(n.inputs[i]).meta.dtype, model);
+      if (!r.empty()) list.push_back({id, i, std::move(r)});
+    }
+  }
+  return list;
+}
+
 std::string ShardingPlan::str(const Graph& g, int64_t rank, const CommCostModel& model) const {
   std::ostringstream s;
   s << "Sharding plan for " << ranks << " ranks (redistributions as rank " << rank

@@ -30,6 +30,13 @@ struct OpPlan {
   ops::Cost cost_per_rank;
 };
 
+// A redistribution a rank inserts in front of one input of one op.
+struct InsertedRedistribution {
+  graph::NodeId op = -1;
+  size_t input = 0;
+  Redistribution redistribution;
+};
+
 struct ShardingPlan {
   int64_t ranks = 1;
   std::vector<std::optional<OpPlan>> ops;  // by NodeId; empty for dead nodes
@@ -40,6 +47,10 @@ struct ShardingPlan {
   // Per op: the strategy and where it came from, the output layouts, the redistributions rank
   // `rank` inserts in front of it, and its compute per rank; then the parameters' layouts.
   std::string str(const graph::Graph& g, int64_t rank = 0, const CommCostModel& model = {}) const;
+  // The redistributions rank `rank` inserts in the forward, in schedule order (the backward
+  // mirrors each: graph autodiff differentiates the inserted ops).
+  std::vector<InsertedRedistribution> redistributions(const graph::Graph& g, int64_t rank = 0,
+                                                      const CommCostModel& model = {}) const;
 };
 
 // Plans `g` for `ranks` ranks. `fixed`: values whose layout is already decided (parameters a
