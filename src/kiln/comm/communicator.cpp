@@ -348,7 +348,8 @@ Work::~Work() {
     wait();
   } catch (...) {
     // An error nobody waited for: the job cannot go on consistently.
-    abort_job("communication failed in a collective whose result was never waited for", 1);
+    // Status 2, as for any error that stops a run (docs/errors.md; 1 is a check's finding).
+    abort_job("communication failed in a collective whose result was never waited for", 2);
   }
 }
 
