@@ -10,6 +10,7 @@
 #include "kiln/amp/autocast.h"
 #include "kiln/autograd/tape.h"
 #include "kiln/core/random.h"
+#include "kiln/graph/executor.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/optim/adam.h"
@@ -100,21 +101,28 @@ std::vector<double> update_errors(nn::Cell& start, nn::Cell& a, nn::Cell& b) {
 // 2% in another, where one relu flipped; a wrong gradient is off by 100% or more).
 TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
   const Case& c = GetParam();
+  // Where the blocked layout does not pay (no avx512_core), the compiler never picks it and
+  // oneDNN runs its blocked kernels 30-100x slower than its others (ResNet-20's 4 steps took
+  // 400 s): there ResNet-20 alone checks the blocked layout, on small images, and the other
+  // nets check the layout the compiler does pick.
+  const bool blocked_pays = graph::block_layout_pays();
+  const bool block_layout = c.block_layout && (blocked_pays || c.model == "resnet20");
+  const bool small = small || (c.fusion && block_layout && !blocked_pays);
   const models::ModelConfig config =
-      c.small ? models::ModelConfig{.in_channels = 3, .image_height = 16, .image_width = 16}
-              : models::ModelConfig{};
+      small ? models::ModelConfig{.in_channels = 3, .image_height = 16, .image_width = 16}
+            : models::ModelConfig{};
   auto images = [&](int64_t n, uint64_t seed) {
-    return c.small ? small_rgb_images(n, seed) : batch_images(n, seed);
+    return small ? small_rgb_images(n, seed) : batch_images(n, seed);
   };
   Trainer eager(c.model, config), graph(c.model, config);
   CompiledTrainStep step(*graph.net, graph.loss, *graph.opt,
-                         {.fusion = c.fusion, .block_layout = c.block_layout});
+                         {.fusion = c.fusion, .block_layout = block_layout});
   step.set_verbose(false);
   // Eager's kernels on eager's teams: a measured strategy (one thread, batch split) sums in
   // other orders, which batch 8 amplifies chaotically (below).
   step.force_thread_strategy(ThreadStrategy::per_kernel);
-  const int64_t n = c.small ? 4 : 8;
-  const int steps = c.small ? 1 : 3;
+  const int64_t n = small ? 4 : 8;
+  const int steps = small ? 1 : 3;
   std::vector<float> eager_losses, graph_losses;
   for (int s = 0; s < steps; ++s) {
     Tensor x = images(n, 100 + s), y = batch_labels(n, 200 + s);
@@ -122,7 +130,7 @@ TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
     graph_losses.push_back(step.run(x, y).item<float>());
   }
   const bool other_kernels = step.report().blocked_values > 0;
-  EXPECT_EQ(other_kernels, c.fusion && c.block_layout && c.model != "mlp" && c.model != "lenet");
+  EXPECT_EQ(other_kernels, c.fusion && block_layout && c.model != "mlp" && c.model != "lenet");
   const double loss_tolerance = other_kernels ? 2e-3 : 1e-4;
   for (int s = 0; s < steps; ++s) {
     const float le = eager_losses[size_t(s)];
@@ -141,7 +149,7 @@ TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
     } else {
       Trainer eager1(c.model, config), graph1(c.model, config);
       CompiledTrainStep step1(*graph1.net, graph1.loss, *graph1.opt,
-                              {.fusion = c.fusion, .block_layout = c.block_layout});
+                              {.fusion = c.fusion, .block_layout = block_layout});
       step1.set_verbose(false);
       Tensor x = images(n, 100), y = batch_labels(n, 200);
       eager1.eager_step(x, y);
