@@ -110,7 +110,8 @@ int fuse_epilogues(Graph& graph) {
     fusedn.members.emplace_back(ops::op_name(prod.op));
     std::vector<NodeId> absorbed;
     ValueId cur = z;
-    auto next_of = [&](ValueId v) -> NodeId {
+    // The bindings are captured by name: clang before 16 cannot capture a structured binding.
+    auto next_of = [&, &is_output = is_output, &users = users](ValueId v) -> NodeId {
       if (is_output[size_t(v)]) return -1;
       return only_user(users, v);
     };
