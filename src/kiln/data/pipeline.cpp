@@ -69,37 +69,39 @@ Pipeline::~Pipeline() {
 }
 
 Stage* Pipeline::build(const DatasetNode& node, int64_t epochs) {
-  auto add = [&](std::unique_ptr<Stage> s) {
+  auto add = [&](std::unique_ptr<Stage> s, std::vector<Stage*> inputs) {
+    s->inputs = std::move(inputs);
     stages_.push_back(std::move(s));
     return stages_.back().get();
   };
   auto next_id = [&] { return int(stages_.size()); };
   switch (node.kind) {
     case NodeKind::source:
-      return add(make_source_stage(node, epochs, next_id()));
+      return add(make_source_stage(node, epochs, next_id()), {});
     case NodeKind::rename:  // names only: no stage
       return build(*node.children[0], epochs);
     case NodeKind::map: {
       Stage* child = build(*node.children[0], epochs);
-      return add(make_map_stage(node, *child, next_id()));
+      return add(make_map_stage(node, *child, next_id()), {child});
     }
     case NodeKind::batch: {
       Stage* child = build(*node.children[0], epochs);
       if (node.batch_options.num_parallel_workers <= 1) {
-        return add(make_batch_group_stage(node, *child, next_id(), /*collate=*/true));
+        return add(make_batch_group_stage(node, *child, next_id(), /*collate=*/true), {child});
       }
-      Stage* group = add(make_batch_group_stage(node, *child, next_id(), /*collate=*/false));
-      return add(make_batch_stage(node, *group, next_id()));
+      Stage* group =
+          add(make_batch_group_stage(node, *child, next_id(), /*collate=*/false), {child});
+      return add(make_batch_stage(node, *group, next_id()), {group});
     }
     case NodeKind::repeat: {
       int64_t child_epochs = (epochs < 0 || node.count < 0) ? -1 : epochs * node.count;
       Stage* child = build(*node.children[0], child_epochs);
-      return add(make_sequential_stage(node, {child}, next_id()));
+      return add(make_sequential_stage(node, {child}, next_id(), epochs), {child});
     }
     default: {
       std::vector<Stage*> children;
       for (auto& c : node.children) children.push_back(build(*c, epochs));
-      return add(make_sequential_stage(node, std::move(children), next_id()));
+      return add(make_sequential_stage(node, children, next_id(), epochs), children);
     }
   }
 }

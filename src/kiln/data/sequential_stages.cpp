@@ -1,5 +1,6 @@
 // The one-thread stages: shuffle, repeat, skip, take, project, zip, concat.
 #include <algorithm>
+#include <mutex>
 
 #include "kiln/core/error.h"
 #include "kiln/data/config.h"
@@ -10,11 +11,13 @@ namespace {
 
 class SequentialStage : public Stage {
  public:
-  SequentialStage(const DatasetNode& node, std::vector<Stage*> children, int id, const char* kind)
+  SequentialStage(const DatasetNode& node, std::vector<Stage*> children, int id, const char* kind,
+                  int64_t epochs)
       : Stage(node.stage_name(), kind, 1, queue_capacity(0, config::get_rows_per_block(), 1), id),
         node_(node),
         children_(std::move(children)),
-        rows_per_block_(config::get_rows_per_block()) {}
+        rows_per_block_(config::get_rows_per_block()),
+        epochs_(epochs) {}
 
   void start(Pipeline& p) override {
     p.spawn(*this, [this, &p] {
@@ -39,6 +42,7 @@ class SequentialStage : public Stage {
   const DatasetNode& node_;
   std::vector<Stage*> children_;
   int rows_per_block_;
+  int64_t epochs_;  // output epochs that will be read; -1: no end
 };
 
 class ShuffleStage : public SequentialStage {
@@ -83,19 +87,47 @@ class RepeatStage : public SequentialStage {
  public:
   using SequentialStage::SequentialStage;
 
+  // Output epoch e is input epochs [e * count, (e + 1) * count). Repeating forever has one
+  // endless output epoch: skipping it ends it at the end of the input epoch now being read.
+  void skip_through_epoch(int64_t epoch) override {
+    const int64_t count = node_.count;
+    if (epoch == kAllEpochs) {
+      SequentialStage::skip_through_epoch(kAllEpochs);
+    } else if (count > 0) {
+      SequentialStage::skip_through_epoch(
+          epoch >= kAllEpochs / count - 1 ? kAllEpochs : (epoch + 1) * count - 1);
+    } else {
+      int64_t input_epoch;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (epoch < output_epochs_) return;
+        end_output_epoch_ = true;
+        input_epoch = input_epochs_;
+      }
+      SequentialStage::skip_through_epoch(input_epoch);
+    }
+  }
+
  protected:
   bool run(Pipeline&, WorkerClock& clock, Emitter& em) override {
     Block b;
-    int64_t ends = 0, rows_this_pass = 0;
+    int64_t rows_this_pass = 0;
     while (pop_child(clock, 0, b)) {
       if (b.epoch_end) {
-        if (rows_this_pass == 0 && node_.count < 0) {
+        bool end_output;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++input_epochs_;
+          end_output = (node_.count > 0 && input_epochs_ % node_.count == 0) || end_output_epoch_;
+          if (end_output_epoch_) ++output_epochs_;
+          end_output_epoch_ = false;
+        }
+        if (rows_this_pass == 0 && node_.count < 0 && !end_output) {
           throw Error(name + ": the input yielded no rows, so repeating it forever would never " +
                       "yield one");
         }
         rows_this_pass = 0;
-        ++ends;
-        if (node_.count > 0 && ends % node_.count == 0 && !em.epoch_end()) return false;
+        if (end_output && !em.epoch_end()) return false;
         continue;
       }
       rows_this_pass += int64_t(b.rows.size());
@@ -104,16 +136,20 @@ class RepeatStage : public SequentialStage {
     }
     return true;
   }
+
+ private:
+  std::mutex mu_;  // the counts below, shared with skip_through_epoch()
+  int64_t input_epochs_ = 0, output_epochs_ = 0;
+  bool end_output_epoch_ = false;
 };
 
-// skip and take count rows per epoch.
-class SkipTakeStage : public SequentialStage {
+// skip counts rows per epoch.
+class SkipStage : public SequentialStage {
  public:
   using SequentialStage::SequentialStage;
 
  protected:
   bool run(Pipeline&, WorkerClock& clock, Emitter& em) override {
-    const bool take = node_.kind == NodeKind::take;
     Block b;
     int64_t seen = 0;
     while (pop_child(clock, 0, b)) {
@@ -123,10 +159,52 @@ class SkipTakeStage : public SequentialStage {
         continue;
       }
       for (Row& r : b.rows) {
-        bool keep = take ? (node_.count < 0 || seen < node_.count) : seen >= node_.count;
-        ++seen;
-        if (keep && !em.emit(std::move(r))) return false;
+        if (seen++ >= node_.count && !em.emit(std::move(r))) return false;
       }
+    }
+    return true;
+  }
+};
+
+// take counts rows per epoch. Once an epoch has its rows it ends that epoch and has its input
+// skip the rest (after the last epoch: stop), so a source of 60,000 rows under take(3) reads 3
+// rows plus what the queues hold, not 60,000; rows already in flight are dropped here.
+class TakeStage : public SequentialStage {
+ public:
+  using SequentialStage::SequentialStage;
+
+ protected:
+  bool run(Pipeline&, WorkerClock& clock, Emitter& em) override {
+    const int64_t want = node_.count;  // -1: all
+    Block b;
+    int64_t epoch = 0, taken = 0;
+    bool dropping = false;  // the epoch has its rows; the rest of the input's epoch is dropped
+    while (pop_child(clock, 0, b)) {
+      if (b.epoch_end) {
+        if (!dropping && !em.epoch_end()) return false;
+        dropping = false;
+        taken = 0;
+        ++epoch;
+        continue;
+      }
+      if (dropping) continue;
+      for (Row& r : b.rows) {
+        if (taken == want) break;
+        if (!em.emit(std::move(r))) return false;
+        ++taken;
+      }
+      if (taken != want) continue;
+      if (!em.epoch_end()) return false;
+      if (epochs_ >= 0 && epoch + 1 >= epochs_) {
+        // The last epoch: the input stops, and what it still sends is drained so its threads
+        // end on their own.
+        skip_through_epoch(kAllEpochs);
+        while (pop_child(clock, 0, b)) {
+        }
+        return true;
+      }
+      skip_through_epoch(epoch);
+      dropping = true;
     }
     return true;
   }
@@ -229,22 +307,22 @@ class ConcatStage : public SequentialStage {
 }  // namespace
 
 std::unique_ptr<Stage> make_sequential_stage(const DatasetNode& node, std::vector<Stage*> children,
-                                             int id) {
+                                             int id, int64_t epochs) {
   switch (node.kind) {
     case NodeKind::shuffle:
-      return std::make_unique<ShuffleStage>(node, std::move(children), id, "shuffle");
+      return std::make_unique<ShuffleStage>(node, std::move(children), id, "shuffle", epochs);
     case NodeKind::repeat:
-      return std::make_unique<RepeatStage>(node, std::move(children), id, "repeat");
+      return std::make_unique<RepeatStage>(node, std::move(children), id, "repeat", epochs);
     case NodeKind::skip:
-      return std::make_unique<SkipTakeStage>(node, std::move(children), id, "skip");
+      return std::make_unique<SkipStage>(node, std::move(children), id, "skip", epochs);
     case NodeKind::take:
-      return std::make_unique<SkipTakeStage>(node, std::move(children), id, "take");
+      return std::make_unique<TakeStage>(node, std::move(children), id, "take", epochs);
     case NodeKind::project:
-      return std::make_unique<ProjectStage>(node, std::move(children), id, "project");
+      return std::make_unique<ProjectStage>(node, std::move(children), id, "project", epochs);
     case NodeKind::zip:
-      return std::make_unique<ZipStage>(node, std::move(children), id, "zip");
+      return std::make_unique<ZipStage>(node, std::move(children), id, "zip", epochs);
     case NodeKind::concat:
-      return std::make_unique<ConcatStage>(node, std::move(children), id, "concat");
+      return std::make_unique<ConcatStage>(node, std::move(children), id, "concat", epochs);
     default:
       throw Error("internal: no sequential stage for " + node.stage_name());
   }

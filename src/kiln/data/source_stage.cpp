@@ -1,6 +1,7 @@
 // The source stage: samples a random-access source (shuffle, shards, num_samples) and reads it
 // with several threads, or iterates an iterable source in one thread.
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 #include "kiln/core/error.h"
@@ -59,6 +60,11 @@ class RandomAccessSourceStage : public Stage {
     for (int w = 0; w < workers; ++w) p.spawn(*this, [this, &p] { work(p); });
   }
 
+  void skip_through_epoch(int64_t epoch) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    skip_through_ = std::max(skip_through_, epoch);
+  }
+
  private:
   struct Task {
     int64_t seq = 0, first_row = 0, begin = 0, end = 0;
@@ -70,7 +76,7 @@ class RandomAccessSourceStage : public Stage {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return false;
     if (!order_) {
-      if (epochs_ >= 0 && epoch_ >= epochs_) {
+      if ((epochs_ >= 0 && epoch_ >= epochs_) || skip_through_ == kAllEpochs) {
         done_ = true;
         out.close(seq_);
         return false;
@@ -79,6 +85,12 @@ class RandomAccessSourceStage : public Stage {
           epoch_order(num_rows_, opt_, shuffle_, p.seed(), epoch_));
       pos_ = 0;
     }
+    if (skip_through_ == kAllEpochs) {
+      done_ = true;
+      out.close(seq_);
+      return false;
+    }
+    if (epoch_ <= skip_through_) pos_ = int64_t(order_->size());
     t = Task();
     t.seq = seq_++;
     t.first_row = next_row_;
@@ -179,6 +191,7 @@ class RandomAccessSourceStage : public Stage {
   std::mutex mu_;
   std::shared_ptr<const std::vector<int64_t>> order_;
   int64_t epoch_ = 0, pos_ = 0, seq_ = 0, next_row_ = 0;
+  int64_t skip_through_ = -1;  // epochs up to this one end at once (skip_through_epoch)
   bool done_ = false;
 };
 
@@ -196,11 +209,18 @@ class IterableSourceStage : public Stage {
     p.spawn(*this, [this, &p] { work(p); });
   }
 
+  void skip_through_epoch(int64_t epoch) override {
+    int64_t seen = skip_through_.load();
+    while (seen < epoch && !skip_through_.compare_exchange_weak(seen, epoch)) {
+    }
+  }
+
  private:
   void work(Pipeline& p) {
     WorkerClock clock(counters);
     Emitter em(*this, clock, rows_per_block_);
     for (int64_t epoch = 0; epochs_ < 0 || epoch < epochs_; ++epoch) {
+      if (skip_through_.load() == kAllEpochs) break;
       std::unique_ptr<SequentialReader> reader;
       try {
         reader = src_.make_sequential_reader();
@@ -209,6 +229,7 @@ class IterableSourceStage : public Stage {
       }
       for (int64_t i = 0; limit_ <= 0 || i < limit_; ++i) {
         if (p.failed()) return;
+        if (skip_through_.load() >= epoch) break;
         Row r;
         r.source = &src_;
         r.index = i;
@@ -232,6 +253,7 @@ class IterableSourceStage : public Stage {
   size_t num_columns_;
   int64_t epochs_;
   int rows_per_block_;
+  std::atomic<int64_t> skip_through_{-1};  // epochs up to this one end at once
 };
 
 }  // namespace

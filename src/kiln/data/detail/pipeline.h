@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,9 @@ class WorkerClock {
 
 class Pipeline;
 
+// skip_through_epoch(kAllEpochs): read nothing more, end the stream.
+inline constexpr int64_t kAllEpochs = std::numeric_limits<int64_t>::max();
+
 class Stage {
  public:
   Stage(std::string name, std::string kind, int workers, int capacity_blocks, int id)
@@ -57,6 +61,14 @@ class Stage {
   virtual ~Stage() = default;
   virtual void start(Pipeline& p) = 0;
 
+  // Skips what is left of this stage's output epochs up to and including `epoch` (counted from
+  // 0): a take that has its rows asks this of its input, so the sources stop reading rows that
+  // would only be dropped. Rows already read or queued still arrive. Called from another
+  // stage's thread. Sources act on it; repeat translates its epochs; the others pass it on.
+  virtual void skip_through_epoch(int64_t epoch) {
+    for (Stage* in : inputs) in->skip_through_epoch(epoch);
+  }
+
   // Pushes one block (timing the wait); false when aborted.
   bool push(WorkerClock& clock, int64_t seq, Block&& block);
   // Pops one block from `in` (timing the wait); false at the end or on abort.
@@ -64,7 +76,8 @@ class Stage {
 
   std::string name, kind;
   int workers;
-  int id;  // position in the pipeline; seeds the stage's random draws
+  int id;                      // position in the pipeline; seeds the stage's random draws
+  std::vector<Stage*> inputs;  // the stages this one pops from (set by Pipeline::build)
   BlockQueue out;
   StageCounters counters;
 };
@@ -145,8 +158,10 @@ std::unique_ptr<Stage> make_map_stage(const DatasetNode& node, Stage& child, int
 std::unique_ptr<Stage> make_batch_group_stage(const DatasetNode& node, Stage& child, int id,
                                               bool collate);
 std::unique_ptr<Stage> make_batch_stage(const DatasetNode& node, Stage& child, int id);
+// `epochs`: the epochs the stage's output will be read for (-1: no end); take stops its input
+// after the last one.
 std::unique_ptr<Stage> make_sequential_stage(const DatasetNode& node, std::vector<Stage*> children,
-                                             int id);
+                                             int id, int64_t epochs);
 
 // Queue capacity, in blocks, for a stage with `workers` producers.
 int queue_capacity(int prefetch_rows, int rows_per_block, int workers);
