@@ -286,6 +286,48 @@ TEST(ProfilerCollects, CompiledGraphsCarryTheirMemoryPlan) {
   }
 }
 
+// The graph before the passes is kept beside the compiled one while a profiler runs (and only
+// then), and the report shows both.
+TEST(ProfilerCollects, CompiledGraphsCarryTheGraphBeforeThePasses) {
+  testing::ModeGuard guard(GRAPH_MODE);
+  {
+    auto model = lenet_model();
+    model->train(1, lenet_dataset(16, 16));
+    ASSERT_NE(model->compiled_step(), nullptr);
+    EXPECT_EQ(model->compiled_step()->executable().traced_graph(), nullptr)
+        << "no profiler: no copy of the traced graph";
+  }
+  testing::TempDir dir("kiln-profile-traced-graph");
+  auto model = lenet_model();
+  Profiler profiler({.output_path = dir.str(), .machine_peaks = false});
+  model->train(1, lenet_dataset(32, 16));
+  const std::string report = profiler.analyse();
+  const Collection& c = profiler.collection();
+  ASSERT_EQ(c.compiles.size(), 1u);
+  const CompileEvent& ce = c.compiles[0];
+  ASSERT_FALSE(ce.traced_text.empty());
+  EXPECT_NE(ce.traced_text, ce.graph_text) << "the passes changed nothing?";
+  EXPECT_NE(ce.traced_dot.find("digraph"), std::string::npos);
+  const graph::Graph* traced = model->compiled_step()->executable().traced_graph();
+  ASSERT_NE(traced, nullptr);
+  EXPECT_EQ(ce.traced_text, traced->str());
+  EXPECT_EQ(traced->num_live_nodes(), size_t(ce.counts.at("nodes_traced")));
+
+  const std::string html = read_file(report);
+  const size_t before = html.find("<h3 id=graph-traced>");
+  const size_t after = html.find("<h3 id=graph-compiled>");
+  ASSERT_NE(before, std::string::npos);
+  ASSERT_NE(after, std::string::npos);
+  EXPECT_LT(before, after);
+  // Each figure's text is its own graph's (the first IR line is enough to tell them apart).
+  const std::string traced_first = ce.traced_text.substr(0, ce.traced_text.find('\n'));
+  const std::string compiled_first = ce.graph_text.substr(0, ce.graph_text.find('\n'));
+  EXPECT_NE(html.find("<pre id=graph-traced-text>" + traced_first), std::string::npos)
+      << traced_first;
+  EXPECT_NE(html.find("<pre id=graph-compiled-text>" + compiled_first), std::string::npos)
+      << compiled_first;
+}
+
 TEST(ProfilerCollects, RecompilesAndPipelineStatistics) {
   testing::ModeGuard guard(GRAPH_MODE);
   auto model = lenet_model();

@@ -51,6 +51,7 @@ Executable::Executable(Graph graph, const CompileOptions& options)
   graph_.verify();
   report_.nodes_traced = graph_.num_live_nodes();
   if (!options_.dump_dir.empty()) dump(graph_, options_.dump_dir, options_.dump_name + "_0_traced");
+  if (options_.keep_traced_graph) traced_graph_ = std::make_shared<const Graph>(graph_);
   run_passes(graph_, options_, report_);  // pass_pipeline.cpp
   graph_.verify();
   if (!options_.dump_dir.empty()) {

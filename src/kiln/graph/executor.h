@@ -64,6 +64,9 @@ struct CompileOptions {
   int kernel_threads = 0;
   bool threads_per_launch = true;
   std::string dump_dir;  // when set, the IR before and after the passes is written there
+  // Keep a copy of the graph as traced, before the passes (traced_graph()): the profiler shows
+  // it beside the compiled one.
+  bool keep_traced_graph = false;
   std::string dump_name = "graph";
   std::shared_ptr<Arena> arena;  // shared with other graphs; null: a private one
   // Fusions (graph/fusion_list.h's names) not to run even with `fusion` on; a name that is not
@@ -132,6 +135,8 @@ class Executable {
   const CompileReport& report() const { return report_; }
   CompileReport& report() { return report_; }
   const Graph& graph() const { return graph_; }
+  // The graph before the passes; null unless CompileOptions::keep_traced_graph.
+  const Graph* traced_graph() const { return traced_graph_.get(); }
   const MemoryPlan& plan() const { return plan_; }
   // Per-launch times summed over the steps run so far, grouped by kernel label, longest first
   // (collected only when KILN_GRAPH_PROFILE is set in the environment).
@@ -164,6 +169,7 @@ class Executable {
   std::vector<Tensor> outputs() const;
 
   Graph graph_;
+  std::shared_ptr<const Graph> traced_graph_;  // keep_traced_graph: graph_ before the passes
   CompileOptions options_;
   CompileReport report_;
   MemoryPlan plan_;

@@ -78,6 +78,7 @@ struct CompileEvent {
   std::map<std::string, double> counts;  // the report's numbers by name
   std::string graph_text;                // the compiled graph's IR
   std::string graph_dot;                 // the same as Graphviz DOT
+  std::string traced_text, traced_dot;   // the graph as traced, before the passes (when kept)
   std::vector<PlanBuffer> buffers;       // the static memory plan
   // Per launched node: (node id, its schedule position), to place the plan's lifetimes on the
   // launches' times.

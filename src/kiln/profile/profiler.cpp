@@ -257,6 +257,10 @@ class Profiler::Collector final : public train::StepTraceSink {
     event.counts = report_counts(exe.report());
     event.graph_text = exe.graph().str();
     event.graph_dot = graph::to_dot(exe.graph(), "compiled training step");
+    if (const graph::Graph* traced = exe.traced_graph()) {
+      event.traced_text = traced->str();
+      event.traced_dot = graph::to_dot(*traced, "traced training step (before the passes)");
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     data_.compiles.push_back(std::move(event));
   }

@@ -222,6 +222,8 @@ json profile_json(const Collection& c, const std::vector<ops::MachinePeaks>& pea
                         {"counts", ce.counts},
                         {"graph_text", ce.graph_text},
                         {"graph_dot", ce.graph_dot},
+                        {"traced_graph_text", ce.traced_text},
+                        {"traced_graph_dot", ce.traced_dot},
                         {"plan",
                          {{"columns", {"offset", "bytes", "first", "last", "holds"}},
                           {"buffers", std::move(buffers)},

@@ -59,10 +59,13 @@ std::string steps_csv(const ProfileData& data) {
   return s.str();
 }
 
-// Graphviz's drawing of the DOT text, or "" when `dot` is missing or fails.
-std::string render_dot(const std::string& dir, const std::string& dot_text) {
-  const std::string dot_path = dir + "/compiled_graph.dot";
-  const std::string svg_path = dir + "/.compiled_graph.svg.tmp";
+// Graphviz's drawing of the DOT text (kept as DIR/<name>.dot), or "" when there is none or `dot`
+// is missing or fails.
+std::string render_dot(const std::string& dir, const std::string& dot_text,
+                       const std::string& name) {
+  if (dot_text.empty()) return "";
+  const std::string dot_path = dir + "/" + name + ".dot";
+  const std::string svg_path = dir + "/." + name + ".svg.tmp";
   write_file_atomically(dot_path, dot_text);
   const pid_t child = fork();
   if (child < 0) return "";
@@ -92,12 +95,14 @@ std::string write_report(const std::string& dir) {
   const ProfileData data = load_profile(dir);
   write_file_atomically(dir + "/ops.csv", ops_csv(data));
   write_file_atomically(dir + "/steps.csv", steps_csv(data));
-  std::string graph_svg;
+  GraphDrawings graphs;
   if (data.compiles() > 0) {
-    graph_svg = render_dot(dir, data.profile["compiles"].back().value("graph_dot", ""));
+    const nlohmann::json& last = data.profile["compiles"].back();
+    graphs.traced_svg = render_dot(dir, last.value("traced_graph_dot", ""), "traced_graph");
+    graphs.compiled_svg = render_dot(dir, last.value("graph_dot", ""), "compiled_graph");
   }
   const std::string path = dir + "/report.html";
-  write_file_atomically(path, render_report_html(data, recommend(data), graph_svg));
+  write_file_atomically(path, render_report_html(data, recommend(data), graphs));
   return path;
 }
 

@@ -191,7 +191,22 @@ std::string ops_section(const ProfileData& data) {
   return s.str();
 }
 
-std::string compile_section(const ProfileData& data, const std::string& graph_svg) {
+// One graph of the compile section: its drawing, or a note that it is text only, and its text.
+std::string graph_figure(const std::string& id, const std::string& title, const std::string& svg,
+                         const std::string& text) {
+  std::ostringstream s;
+  s << "<h3 id=" << id << ">" << title << "</h3>";
+  if (!svg.empty()) {
+    s << "<div class=graph>" << svg << "</div>";
+  } else {
+    s << "<p class=muted>Graphviz <code>dot</code> is not installed: the graph as text.</p>";
+  }
+  s << "<details><summary>the graph as text</summary><pre id=" << id << "-text>" << esc(text)
+    << "</pre></details>";
+  return s.str();
+}
+
+std::string compile_section(const ProfileData& data, const GraphDrawings& graphs) {
   std::ostringstream s;
   s << "<h2 id=compile>Compilation</h2>";
   if (data.compiles() == 0) {
@@ -203,14 +218,22 @@ std::string compile_section(const ProfileData& data, const std::string& graph_sv
     s << "<tr><td>" << c.value("compiles", 0) << "</td><td>" << esc(c.value("reason", ""))
       << "</td><td>" << esc(c.value("report", "")) << "</td></tr>";
   }
-  s << "</table><p>The last compiled graph (fused nodes list the ops they replaced):</p>";
-  if (!graph_svg.empty()) {
-    s << "<div class=graph>" << graph_svg << "</div>";
-  } else {
-    s << "<p class=muted>Graphviz <code>dot</code> is not installed: the graph as text.</p>";
+  s << "</table>";
+  const json& last = data.profile["compiles"].back();
+  const json counts = last.value("counts", json::object());
+  const auto nodes = [&](const char* key) {
+    return std::to_string(int64_t(counts.value(key, 0.0))) + " nodes";
+  };
+  const std::string traced = last.value("traced_graph_text", "");
+  if (!traced.empty()) {
+    s << graph_figure("graph-traced",
+                      "The last graph before the passes, as traced (" + nodes("nodes_traced") + ")",
+                      graphs.traced_svg, traced);
   }
-  s << "<details><summary>the graph as text</summary><pre>"
-    << esc(data.profile["compiles"].back().value("graph_text", "")) << "</pre></details>";
+  s << graph_figure("graph-compiled",
+                    "The last graph after the passes, compiled (" + nodes("nodes_compiled") +
+                        "; fused nodes list the ops they replaced)",
+                    graphs.compiled_svg, last.value("graph_text", ""));
   return s.str();
 }
 
@@ -291,13 +314,13 @@ std::string header_section(const ProfileData& data,
 
 std::string render_report_html(const ProfileData& data,
                                const std::vector<Recommendation>& recommendations,
-                               const std::string& graph_svg) {
+                               const GraphDrawings& graphs) {
   std::ostringstream s;
   s << "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Kiln profile</title><style>"
     << kStyle << "</style></head><body>";
   s << header_section(data, recommendations) << step_section(data) << ops_section(data)
     << html::rate_section(data) << html::memory_section(data) << html::pipeline_section(data)
-    << compile_section(data, graph_svg);
+    << compile_section(data, graphs);
   s << "<script>" << kScript << "</script></body></html>\n";
   return s.str();
 }

@@ -8,9 +8,13 @@
 
 namespace kiln::profile {
 
-// `graph_svg`: the last compiled graph drawn by Graphviz (empty: shown as text).
+// The last compiled graph before and after the passes, drawn by Graphviz (empty: shown as text).
+struct GraphDrawings {
+  std::string traced_svg, compiled_svg;
+};
+
 std::string render_report_html(const ProfileData& data,
                                const std::vector<Recommendation>& recommendations,
-                               const std::string& graph_svg);
+                               const GraphDrawings& graphs);
 
 }  // namespace kiln::profile

@@ -52,6 +52,7 @@ graph::CompileOptions options_from_context() {
   o.dump_dir = c.save_graphs_path;
   o.dump_name = "train_step";
   o.micro_batches = c.micro_batches;
+  o.keep_traced_graph = step_trace_sink() != nullptr;  // a profiler shows it
   return o;
 }
 

@@ -33,7 +33,8 @@
 
 namespace kiln::train {
 
-// Fusion from Context::enable_graph_kernel, dumps to Context::save_graphs_path.
+// Fusion from Context::enable_graph_kernel, dumps to Context::save_graphs_path; the traced graph
+// kept while a profiler runs (step_trace.h).
 graph::CompileOptions options_from_context();
 
 // What a compiled step binds by reference: the network's parameters and buffers, the optimizer's
