@@ -1,6 +1,6 @@
 // End to end: a short profiled LeNet run in graph mode, its Chrome trace (parses, events nest)
 // and its report opened by headless Chromium (no console errors, the top-ops table holds the
-// trace's ops, every chart has SVG nodes, a screenshot next to the report).
+// trace's ops, every chart has SVG nodes and every line points, a screenshot next to the report).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,6 +80,26 @@ std::map<std::string, std::string> charts(const std::string& dom) {
   return found;
 }
 
+// The points="x,y x,y ..." of each <polyline> in `svg`, as the number of points each has.
+std::vector<int> polyline_point_counts(const std::string& svg) {
+  std::vector<int> counts;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos;
+       at = svg.find("<polyline", at + 1)) {
+    const size_t end = svg.find('>', at);
+    const size_t points = svg.find("points=\"", at);
+    if (points == std::string::npos || points > end) {
+      counts.push_back(0);
+      continue;
+    }
+    const size_t begin = points + 8;
+    std::istringstream list(svg.substr(begin, svg.find('"', begin) - begin));
+    int n = 0;
+    for (std::string point; list >> point;) n += point.find(',') != std::string::npos;
+    counts.push_back(n);
+  }
+  return counts;
+}
+
 TEST(ProfileReport, ProfiledLenetRunOpensInChromium) {
   testing::TempDir dir("kiln-profile-report");
   // This machine's peaks measured into the test's folder, not the user's cache.
@@ -153,14 +173,26 @@ TEST(ProfileReport, ProfiledLenetRunOpensInChromium) {
   const auto found = charts(dom);
   // The roofline's ceilings over the rates (the peaks were measured for the report).
   EXPECT_NE(found.at("chart-rates").find("class=\"ceiling\""), std::string::npos);
-  for (const char* id :
-       {"chart-steps", "chart-rates", "chart-memory", "chart-pipeline", "chart-plan"}) {
-    ASSERT_TRUE(found.count(id)) << id;
-    const std::string& svg = found.at(id);
+  // Every chart the page has, those a graph-mode run over a data set always has among them (the
+  // pipeline is sampled at the first step and the last, so its series charts are drawn), each
+  // with shapes, and every line with points to draw.
+  for (const char* id : {"chart-steps", "chart-rates", "chart-memory", "chart-pipeline",
+                         "chart-pipeline-busy", "chart-pipeline-queues", "chart-plan"}) {
+    EXPECT_TRUE(found.count(id)) << id << " is missing";
+  }
+  EXPECT_GE(found.size(), 7u);
+  for (const auto& [id, svg] : found) {
     const bool drawn = svg.find("<rect") != std::string::npos ||
                        svg.find("<circle") != std::string::npos ||
                        svg.find("<polyline") != std::string::npos;
     EXPECT_TRUE(drawn) << id << " has no shapes: " << svg.substr(0, 300);
+    for (int points : polyline_point_counts(svg)) {
+      EXPECT_GE(points, 2) << id << " has a line without points to draw: " << svg.substr(0, 600);
+    }
+  }
+  for (const char* id : {"chart-memory", "chart-pipeline-busy", "chart-pipeline-queues"}) {
+    EXPECT_FALSE(polyline_point_counts(found.count(id) ? found.at(id) : "").empty())
+        << id << " draws no line";
   }
   const std::string png = dir.str() + "/report.png";
   ASSERT_EQ(run_chromium(browser, report, "--screenshot=" + png, dir.str() + "/shot.out", log_path),
