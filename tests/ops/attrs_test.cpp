@@ -96,6 +96,7 @@ TEST(Attrs, EveryFieldOfEveryFamilyTakesPartInEqualityAndHash) {
   expect_each_field_counts(CollectiveAttrs{.axis = 1, .group = {1, 3}});
   expect_each_field_counts(BroadcastAttrs{.root = 1});
   expect_each_field_counts(BucketAttrs{.prescale = 0.25});
+  expect_each_field_counts(AllToAllAttrs{.split_axis = 1, .concat_axis = 2, .group = {0, 1}});
 }
 
 TEST(Attrs, FamiliesDifferEvenWithEqualFields) {

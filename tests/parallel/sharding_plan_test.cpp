@@ -170,8 +170,9 @@ TEST(Redistribution, ChoosesTheCheapestSequence) {
   EXPECT_EQ(r.str(), "split dim 0 in 2 (keep block 1)");
   EXPECT_EQ(r.seconds, 0);
   // On 4 ranks: blocks of a [2, 2] device matrix to rows split along the last axis of
-  // [repeat 2, 2] (ranks 0 and 2 hold rows block 0): both dimensions gathered in their groups,
-  // then the rows sliced.
+  // [repeat 2, 2] (ranks 0 and 2 hold rows block 0): the rows gathered in their groups, then the
+  // columns' split moved to the rows by an all_to_all (gathering the columns too and slicing the
+  // rows would send twice the bytes).
   const ops::ShardedForm grid{.device_matrix = {2, 2}, .input_maps = {{0, 1}}};
   const TensorLayout blocks = TensorLayout::of_form(grid, false, 0, Shape({8, 8}), 4);
   const ops::ShardedForm rows4{.device_matrix = {2}, .input_maps = {{0, ops::kNotSplit}}};
@@ -179,8 +180,51 @@ TEST(Redistribution, ChoosesTheCheapestSequence) {
   EXPECT_EQ(rows_only.device_matrix, std::vector<int64_t>({2, 2}));  // a repeat axis in front
   r = plan_redistribution(blocks, rows_only, 2, DType::f32);
   EXPECT_EQ(r.str(),
-            "all_gather dim 0 over ranks [0, 2], then all_gather dim 1 over ranks [2, 3], then "
-            "split dim 0 in 2 (keep block 0)");
+            "all_gather dim 0 over ranks [0, 2], then all_to_all from dim 1 to dim 0 over ranks "
+            "[2, 3]");
+  const double gather_gather = model.all_gather(8 * 4 * 4, 2) + model.all_gather(8 * 8 * 4, 2);
+  EXPECT_NEAR(r.seconds, model.all_gather(8 * 4 * 4, 2) + model.all_to_all(8 * 4 * 4, 2), 1e-15);
+  EXPECT_LT(r.seconds, gather_gather);
+}
+
+// A split moved from one dimension to another of the same size group is one all_to_all: each
+// rank sends (n - 1) / n of its block, where gathering then slicing sends (n - 1) blocks. The
+// planner compares the two sequences' α-β costs and keeps the cheaper.
+TEST(Redistribution, MovesASplitBetweenDimensionsWithOneAllToAll) {
+  const Shape shape({8, 12, 4});
+  for (const int64_t n : {2, 4}) {
+    SCOPED_TRACE(n);
+    const ops::ShardedForm rows{.device_matrix = {n}, .input_maps = {{0, -1, -1}}};
+    const ops::ShardedForm cols{.device_matrix = {n}, .input_maps = {{-1, 0, -1}}};
+    const TensorLayout by_rows = TensorLayout::of_form(rows, false, 0, shape, n);
+    const TensorLayout by_cols = TensorLayout::of_form(cols, false, 0, shape, n);
+    const CommCostModel model{.alpha_s = 5e-6, .beta_s_per_byte = 1e-9};
+    const double local = double(shape.numel() / n * 4);
+    for (int64_t rank = 0; rank < n; ++rank) {
+      const Redistribution r = plan_redistribution(by_rows, by_cols, rank, DType::f32, model);
+      ASSERT_EQ(r.steps.size(), 1u) << r.str();
+      EXPECT_EQ(r.steps[0].kind, RedistributionStep::Kind::all_to_all);
+      EXPECT_EQ(r.steps[0].dim, 1);
+      EXPECT_EQ(r.steps[0].from_dim, 0);
+      EXPECT_EQ(r.steps[0].group.size(), size_t(n));
+      EXPECT_DOUBLE_EQ(r.seconds, model.all_to_all(local, n));
+      // Gather the rows whole, then slice the columns: n times the bytes on the wire.
+      EXPECT_LT(r.seconds, model.all_gather(local * double(n), n));
+    }
+    // And back, by the all_to_all the other way.
+    const Redistribution back = plan_redistribution(by_cols, by_rows, 0, DType::f32, model);
+    EXPECT_EQ(back.brief(), "all_to_all from dim 1 to dim 0 over " + std::to_string(n) + " ranks");
+  }
+  // Where the target splits the new dimension along another axis of the device matrix (rank r
+  // holds rows block r / 2 but wants columns block r % 2), no all_to_all can do it.
+  const TensorLayout other_axis = TensorLayout::of_form(
+      ops::ShardedForm{.device_matrix = {2, 2}, .input_maps = {{-1, 1, -1}}}, false, 0, shape, 4);
+  const TensorLayout by_rows = TensorLayout::of_form(
+      ops::ShardedForm{.device_matrix = {2, 2}, .input_maps = {{0, -1, -1}}}, false, 0, shape, 4);
+  const Redistribution r = plan_redistribution(by_rows, other_axis, 1, DType::f32);
+  for (const RedistributionStep& s : r.steps) {
+    EXPECT_NE(s.kind, RedistributionStep::Kind::all_to_all) << r.str();
+  }
 }
 
 }  // namespace

@@ -528,6 +528,23 @@ void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, Re
       0);
 }
 
+void all_to_all(const void* send, void* recv, int64_t count, DType dtype, const Group& group) {
+  check_count(count, "all_to_all");
+  if (group_size(group) == 1) {
+    if (count > 0 && send != recv) std::memmove(recv, send, size_t(count) * dtype_size(dtype));
+    return;
+  }
+  if (count > INT_MAX) throw Error("communication: all_to_all of more than 2^31 elements");
+  MPI_Datatype type = mpi_type(dtype, "all_to_all");
+  run_blocking(
+      [=](const Work::State&) {
+        check(MPI_Alltoall(send, int(count), type, recv, int(count), type, communicator_of(group)),
+              detail::concat("all_to_all of ", count, " ", dtype_name(dtype),
+                             " elements per rank pair"));
+      },
+      0);
+}
+
 void barrier() {
   if (size() == 1) return;
   run_blocking([](const Work::State&) { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }, 0);

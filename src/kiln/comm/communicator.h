@@ -77,6 +77,9 @@ void all_gather(const void* send, void* recv, int64_t count, DType dtype, const 
 // block (by its place in the group) of their reduction.
 void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype,
                     ReduceOp op = ReduceOp::sum, const Group& group = {});
+// `send` holds one block of count elements per rank of the group, in the group's order; `recv`
+// gets, in the same order, each rank's block for this rank (by its place in the group).
+void all_to_all(const void* send, void* recv, int64_t count, DType dtype, const Group& group = {});
 // The number of ranks in `group` (size() when empty); throws Error naming the group when this
 // rank is not in it or it is not ascending within [0, size()).
 int group_size(const Group& group);

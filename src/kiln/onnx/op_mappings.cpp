@@ -120,6 +120,7 @@ constexpr OpMapping kMappings[] = {
     none(OpKind::broadcast, kCollective),
     none(OpKind::all_gather, kCollective),
     none(OpKind::reduce_scatter, kCollective),
+    none(OpKind::all_to_all, kCollective),
     none(OpKind::barrier, kCollective),
     none(OpKind::all_reduce_bucket_start, kCollective),
     none(OpKind::all_reduce_bucket_wait, kCollective),

@@ -218,6 +218,16 @@ struct CollectiveAttrs {
   bool operator==(const CollectiveAttrs&) const = default;
 };
 
+// all_to_all: each rank splits its tensor along split_axis into one block per rank of the group
+// and sends block j to the group's j-th rank; the blocks received are concatenated along
+// concat_axis in the group's order (ascending; empty: every rank).
+struct AllToAllAttrs {
+  int64_t split_axis = 0, concat_axis = 0;
+  std::vector<int64_t> group;
+  KILN_ATTRS_FIELDS(split_axis, concat_axis, group);
+  bool operator==(const AllToAllAttrs&) const = default;
+};
+
 // broadcast: the rank whose tensor everyone gets.
 struct BroadcastAttrs {
   int64_t root = 0;
@@ -251,7 +261,8 @@ bool output_is_nchw16c(const T& a, int j) {
   X(SliceAttrs) X(CastAttrs) X(OneHotAttrs) X(MatmulAttrs) X(ConvAttrs) X(PoolAttrs)             \
   X(BatchNormAttrs) X(LayerNormAttrs) X(DropoutAttrs) X(CrossEntropyAttrs)                       \
   X(EmbeddingGradAttrs) X(SgdAttrs) X(MomentumAttrs) X(AdamAttrs) X(MatmulMomentumAttrs)         \
-  X(AllReduceAttrs) X(CollectiveAttrs) X(BroadcastAttrs) X(BucketAttrs)
+  X(AllReduceAttrs) X(CollectiveAttrs) X(BroadcastAttrs) X(BucketAttrs)                          \
+  X(AllToAllAttrs)
 // clang-format on
 
 enum class AttrsKind : uint8_t {

@@ -31,6 +31,6 @@
   /* optimizer updates: in place, one fused pass over parameter, gradient and state */       \
   X(sgd_update) X(momentum_update) X(adam_update)                                            \
   /* collectives across ranks (kernels call comm/); data parallelism's gradient buckets */   \
-  X(all_reduce) X(broadcast) X(all_gather) X(reduce_scatter) X(barrier)                      \
+  X(all_reduce) X(broadcast) X(all_gather) X(reduce_scatter) X(all_to_all) X(barrier)        \
   X(all_reduce_bucket_start) X(all_reduce_bucket_wait)
 // clang-format on

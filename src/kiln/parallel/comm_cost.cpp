@@ -25,6 +25,12 @@ double CommCostModel::reduce_scatter(double bytes, int64_t ranks) const {
   return all_gather(bytes, ranks);
 }
 
+double CommCostModel::all_to_all(double bytes, int64_t ranks) const {
+  if (ranks <= 1) return 0;
+  const double n = double(ranks);
+  return (n - 1) * alpha_s + (n - 1) / n * bytes * beta_s_per_byte;
+}
+
 CommCostModel fit_comm_cost_model(const std::vector<CollectiveTiming>& timings) {
   // Each timing is t = a * alpha + b * beta; divided by t, a least-squares fit in relative error
   // is the 2 x 2 system sum(u u^T) [alpha beta] = sum(u), with u = (a, b) / t.

@@ -17,6 +17,9 @@ struct CommCostModel {
   double all_reduce(double bytes, int64_t ranks) const;
   double all_gather(double bytes, int64_t ranks) const;
   double reduce_scatter(double bytes, int64_t ranks) const;
+  // `bytes`: each rank's buffer (the same size before and after); each rank sends all but its
+  // own block, one message per other rank.
+  double all_to_all(double bytes, int64_t ranks) const;
 };
 
 // One measured collective: what kiln bench comm times.

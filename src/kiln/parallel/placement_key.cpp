@@ -51,6 +51,34 @@ double gather_seconds(PlacementKey p, const PlacementKey& to, DType dtype,
   return seconds;
 }
 
+// plan_redistribution's plan_whole: gathering and slicing, or first an all_to_all moving the
+// split of dimension a to dimension b where the target splits b with a's digits (b gathered
+// whole first where it is split otherwise).
+double whole_seconds(const PlacementKey& p, const PlacementKey& to, DType dtype,
+                     const CommCostModel& model) {
+  double best = gather_seconds(p, to, dtype, model);
+  for (size_t a = 0; a < p.dims.size(); ++a) {
+    const int64_t n = p.parts(a);
+    if (n == 1) continue;
+    for (size_t b = 0; b < p.dims.size(); ++b) {
+      if (b == a || to.dims[b] != p.dims[a] || p.shape[int(b)] % n != 0) continue;
+      PlacementKey q = p;
+      double seconds = 0;
+      if (!q.dims[b].empty()) {
+        const int64_t m = q.parts(b);
+        q.dims[b].clear();
+        seconds += model.all_gather(local_bytes(q, dtype), m);
+      }
+      seconds += model.all_to_all(local_bytes(q, dtype), n);
+      q.dims[b] = q.dims[a];
+      q.dims[a].clear();
+      seconds += whole_seconds(q, to, dtype, model);
+      if (seconds < best - 1e-15) best = seconds;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 PlacementKey PlacementKey::of(const TensorLayout& layout) {
@@ -86,20 +114,20 @@ double redistribution_seconds(const PlacementKey& from, const PlacementKey& to, 
   if (from.shape != to.shape || from.ranks != to.ranks || !to.partial.empty()) {
     return std::numeric_limits<double>::infinity();
   }
-  if (from.partial.empty()) return gather_seconds(from, to, dtype, model);
+  if (from.partial.empty()) return whole_seconds(from, to, dtype, model);
   const int64_t n = from.partial_ranks();
   const double bytes = local_bytes(from, dtype);
   PlacementKey reduced = from;
   reduced.partial.clear();
-  double best = model.all_reduce(bytes, n) + gather_seconds(reduced, to, dtype, model);
+  double best = model.all_reduce(bytes, n) + whole_seconds(reduced, to, dtype, model);
   // Or a reduce_scatter along a whole dimension: each rank keeps the block of its place in its
   // partial group.
   for (size_t d = 0; d < from.dims.size(); ++d) {
     if (from.parts(d) != 1 || from.shape[int(d)] % n != 0) continue;
     PlacementKey scattered = reduced;
     scattered.dims[d] = from.partial;
-    best = std::min(best,
-                    model.reduce_scatter(bytes, n) + gather_seconds(scattered, to, dtype, model));
+    best =
+        std::min(best, model.reduce_scatter(bytes, n) + whole_seconds(scattered, to, dtype, model));
   }
   return best;
 }

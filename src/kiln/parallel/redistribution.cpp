@@ -75,9 +75,20 @@ std::vector<int64_t> gather_group(const Placement& p, int64_t r, size_t d) {
   return group;
 }
 
+// Gathers dimension d whole in its group.
+RedistributionStep gather(Placement& p, size_t d, int64_t rank, DType dtype,
+                          const CommCostModel& model) {
+  RedistributionStep s{.kind = Kind::all_gather, .dim = int64_t(d)};
+  s.group = gather_group(p, rank, d);
+  p.parts[d] = 1;
+  for (auto& b : p.blocks) b[d] = 0;
+  s.seconds = model.all_gather(p.local_bytes(dtype), int64_t(s.group.size()));
+  return s;
+}
+
 // Gathers and slices from a placement without partial sums.
-Plan plan_whole(Placement p, const TensorLayout& to, int64_t rank, DType dtype,
-                const CommCostModel& model) {
+Plan gather_then_slice(Placement p, const TensorLayout& to, int64_t rank, DType dtype,
+                       const CommCostModel& model) {
   Plan plan;
   const std::vector<int64_t> to_parts = to.parts();
   for (size_t d = 0; d < p.parts.size(); ++d) {
@@ -87,14 +98,8 @@ Plan plan_whole(Placement p, const TensorLayout& to, int64_t rank, DType dtype,
       same = p.blocks[size_t(r)][d] == to.block_of(r)[d];
     }
     if (same) continue;
-    RedistributionStep s{.kind = Kind::all_gather, .dim = int64_t(d)};
-    s.group = gather_group(p, rank, d);
-    const int64_t n = int64_t(s.group.size());
-    p.parts[d] = 1;
-    for (auto& b : p.blocks) b[d] = 0;
-    s.seconds = model.all_gather(p.local_bytes(dtype), n);
-    plan.seconds += s.seconds;
-    plan.steps.push_back(s);
+    plan.steps.push_back(gather(p, d, rank, dtype, model));
+    plan.seconds += plan.steps.back().seconds;
   }
   for (size_t d = 0; d < p.parts.size(); ++d) {
     if (to_parts[d] == 1 || p.parts[d] != 1) continue;
@@ -107,6 +112,53 @@ Plan plan_whole(Placement p, const TensorLayout& to, int64_t rank, DType dtype,
   return plan;
 }
 
+// The cheapest of gathering and slicing, and of moving a split from dimension a to dimension b
+// by an all_to_all (b gathered whole first where it is split otherwise) before the rest.
+// placement_key.cpp's whole_seconds prices the same options.
+Plan plan_whole(const Placement& p, const TensorLayout& to, int64_t rank, DType dtype,
+                const CommCostModel& model) {
+  Plan best = gather_then_slice(p, to, rank, dtype, model);
+  const std::vector<int64_t> to_parts = to.parts();
+  for (size_t a = 0; a < p.parts.size(); ++a) {
+    const int64_t n = p.parts[a];
+    if (n == 1) continue;
+    for (size_t b = 0; b < p.parts.size(); ++b) {
+      if (b == a || to_parts[b] != n || p.shape[int(b)] % n != 0) continue;
+      bool moves = true;  // each rank's block of a is the block of b the target wants there
+      for (int64_t r = 0; moves && r < p.ranks(); ++r) {
+        moves = to.block_of(r)[b] == p.blocks[size_t(r)][a];
+      }
+      if (!moves) continue;
+      try {
+        Plan plan;
+        Placement q = p;
+        if (q.parts[b] != 1) {
+          plan.steps.push_back(gather(q, b, rank, dtype, model));
+          plan.seconds += plan.steps.back().seconds;
+        }
+        RedistributionStep s{.kind = Kind::all_to_all, .dim = int64_t(b), .from_dim = int64_t(a)};
+        s.group = gather_group(q, rank, a);
+        s.seconds = model.all_to_all(q.local_bytes(dtype), n);
+        q.parts[b] = n;
+        q.parts[a] = 1;
+        for (auto& blocks : q.blocks) {
+          blocks[b] = blocks[a];
+          blocks[a] = 0;
+        }
+        plan.steps.push_back(s);
+        plan.seconds += s.seconds;
+        const Plan rest = plan_whole(q, to, rank, dtype, model);
+        plan.steps.insert(plan.steps.end(), rest.steps.begin(), rest.steps.end());
+        plan.seconds += rest.seconds;
+        if (plan.seconds < best.seconds - 1e-15) best = std::move(plan);
+      } catch (const Error&) {
+        // The ranks of a block do not line up for an all_to_all; gathering still works.
+      }
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::string RedistributionStep::str() const {
@@ -117,6 +169,9 @@ std::string RedistributionStep::str() const {
       return "reduce_scatter dim " + std::to_string(dim) + " over ranks " + ranks_str(group);
     case Kind::all_gather:
       return "all_gather dim " + std::to_string(dim) + " over ranks " + ranks_str(group);
+    case Kind::all_to_all:
+      return "all_to_all from dim " + std::to_string(from_dim) + " to dim " + std::to_string(dim) +
+             " over ranks " + ranks_str(group);
     case Kind::split:
       return "split dim " + std::to_string(dim) + " in " + std::to_string(parts) + " (keep block " +
              std::to_string(block) + ")";
@@ -134,6 +189,9 @@ std::string RedistributionStep::brief() const {
       return "reduce_scatter dim " + std::to_string(dim) + over;
     case Kind::all_gather:
       return "all_gather dim " + std::to_string(dim) + over;
+    case Kind::all_to_all:
+      return "all_to_all from dim " + std::to_string(from_dim) + " to dim " + std::to_string(dim) +
+             over;
     case Kind::split:
       break;
   }
@@ -222,6 +280,9 @@ Tensor apply_redistribution(const Tensor& x, const Redistribution& redistributio
         break;
       case Kind::all_gather:
         if (!alone) y = ops::all_gather(y, s.dim, s.group);
+        break;
+      case Kind::all_to_all:
+        if (!alone) y = ops::all_to_all(y, s.dim, s.from_dim, s.group);
         break;
       case Kind::split: {
         const int64_t len = y.dim(int(s.dim)) / s.parts;

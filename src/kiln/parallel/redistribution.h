@@ -5,9 +5,13 @@
 // A partial sum is reduced first: a reduce_scatter along a dimension the target splits when the
 // partial group is exactly that split, else an all_reduce (whichever sequence the α-β model
 // finds cheaper). Then each dimension split differently from the target is all-gathered whole,
-// and each dimension the target splits is sliced locally (no communication). The backward needs
-// nothing more: graph autodiff differentiates the inserted ops (all_gather's gradient is a
-// reduce_scatter, a slice's a zero-padded block, an all_reduce's an all_reduce).
+// and each dimension the target splits is sliced locally (no communication); or, where the
+// target splits a dimension b exactly as the source splits another dimension a, an all_to_all
+// moves the split from a to b (each rank sends its block once, where gathering a and slicing b
+// would send every block to every rank: n times the bytes); the α-β model picks the cheaper. The
+// backward needs nothing more: graph autodiff differentiates the inserted ops (all_gather's
+// gradient is a reduce_scatter, all_to_all's the all_to_all back, a slice's a zero-padded block,
+// an all_reduce's an all_reduce).
 #include <string>
 #include <vector>
 
@@ -18,9 +22,11 @@
 namespace kiln::parallel {
 
 struct RedistributionStep {
-  enum class Kind { all_reduce, reduce_scatter, all_gather, split };
+  enum class Kind { all_reduce, reduce_scatter, all_gather, all_to_all, split };
   Kind kind = Kind::all_reduce;
-  int64_t dim = 0;             // the tensor dimension (not for all_reduce)
+  int64_t dim = 0;             // the tensor dimension (not for all_reduce; all_to_all: the one
+                               // it splits)
+  int64_t from_dim = 0;        // all_to_all: the dimension whose split it moves (made whole)
   std::vector<int64_t> group;  // this rank's group, ascending (collectives)
   int64_t parts = 1;           // split: into how many blocks
   int64_t block = 0;           // split: which block this rank keeps

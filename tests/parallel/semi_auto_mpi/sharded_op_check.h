@@ -79,9 +79,10 @@ struct Scoped {
   Strategy strategy;
 };
 
-inline void check_sharded(const std::vector<Tensor>& whole_inputs, const OpFn& op,
-                          const std::vector<Scoped>& strategies, const std::string& what,
-                          const std::vector<size_t>& without_gradient = {}) {
+// Returns the plan's text (this rank's redistributions), for checks of what was inserted.
+inline std::string check_sharded(const std::vector<Tensor>& whole_inputs, const OpFn& op,
+                                 const std::vector<Scoped>& strategies, const std::string& what,
+                                 const std::vector<size_t>& without_gradient = {}) {
   SCOPED_TRACE(what);
   autograd::install_tape();
   // The reference: the whole op, eagerly, and the gradients of sum(op * R).
@@ -163,6 +164,7 @@ inline void check_sharded(const std::vector<Tensor>& whole_inputs, const OpFn& o
   EXPECT_NE(step->plan_text.find("your strategy"), std::string::npos) << step->plan_text;
   parallel::forget_sharded_parameters();
   reset_auto_parallel_context();
+  return step->plan_text;
 }
 
 }  // namespace kiln::semi_auto_testing

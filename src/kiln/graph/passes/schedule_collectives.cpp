@@ -14,6 +14,7 @@ bool is_collective(const Node& n) {
     case ops::OpKind::broadcast:
     case ops::OpKind::all_gather:
     case ops::OpKind::reduce_scatter:
+    case ops::OpKind::all_to_all:
     case ops::OpKind::barrier:
     case ops::OpKind::all_reduce_bucket_start:
     case ops::OpKind::all_reduce_bucket_wait:

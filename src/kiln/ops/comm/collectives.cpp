@@ -178,6 +178,55 @@ void reduce_scatter_kernel(std::span<const Tensor> in, std::span<Tensor> out, co
   if (!staged.same(y)) strided_copy(staged, y);
 }
 
+// ---- all_to_all ----
+
+std::vector<TensorMeta> infer_all_to_all(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const AllToAllAttrs& a = attrs.as<AllToAllAttrs>();
+  const int64_t split = collective_axis("all_to_all", in[0], a.split_axis);
+  const int64_t concat = collective_axis("all_to_all", in[0], a.concat_axis);
+  if (in[0].dtype == DType::f16 || in[0].dtype == DType::bf16) {
+    throw ShapeError("all_to_all: f32, integer or bool data, got " + describe_meta(in[0]));
+  }
+  const int64_t n = comm::group_size(a.group);
+  if (in[0].shape[int(split)] % n != 0) {
+    throw ShapeError(detail::concat("all_to_all: dimension ", split, " of ", describe_meta(in[0]),
+                                    " must be a multiple of the ", n, " ranks"));
+  }
+  std::vector<int64_t> dims = in[0].shape.dims();
+  dims[size_t(split)] /= n;
+  dims[size_t(concat)] *= n;
+  return {TensorMeta{Shape(std::move(dims)), in[0].dtype}};
+}
+
+void all_to_all_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
+  const AllToAllAttrs& a = attrs.as<AllToAllAttrs>();
+  const int64_t split = collective_axis("all_to_all", meta_of(in[0]), a.split_axis);
+  const int64_t concat = collective_axis("all_to_all", meta_of(in[0]), a.concat_axis);
+  const Tensor x = dense_input(in[0]);
+  Tensor& y = out[0];
+  const int n = comm::group_size(a.group);
+  // The block for each rank made contiguous, blocks in rank order, as MPI sends them.
+  std::vector<int64_t> block_dims = x.shape().dims();
+  block_dims[size_t(split)] /= n;
+  const Shape block(block_dims);
+  Tensor packed = Tensor::empty(x.shape(), x.dtype());
+  for (int j = 0; j < n; ++j) {
+    Tensor dst = packed.view_as(block, contiguous_strides(block), int64_t(j) * block.numel());
+    strided_copy(block_view(x, block, split, j), dst);
+  }
+  Tensor received = Tensor::empty(x.shape(), x.dtype());
+  comm::all_to_all(packed.raw_data(), received.raw_data(), block.numel(), x.dtype(), a.group);
+  // Rank i's block is block i of the output along concat_axis.
+  std::vector<int64_t> piece_dims = y.shape().dims();
+  piece_dims[size_t(concat)] /= n;
+  const Shape piece(piece_dims);
+  for (int i = 0; i < n; ++i) {
+    Tensor src = received.view_as(piece, contiguous_strides(piece), int64_t(i) * piece.numel());
+    Tensor dst = block_view(y, piece, concat, i);
+    strided_copy(src, dst);
+  }
+}
+
 // ---- barrier ----
 
 std::vector<TensorMeta> infer_barrier(std::span<const TensorMeta>, const Attrs&) {
@@ -325,6 +374,20 @@ const OpDef op_def_reduce_scatter = {
     .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
 };
 
+const OpDef op_def_all_to_all = {
+    .name = "all_to_all",
+    .attrs = attrs_kind<AllToAllAttrs>,
+    .infer = infer_all_to_all,
+    .kernel = all_to_all_kernel,
+    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
+      const AllToAllAttrs& a = c.attrs.as<AllToAllAttrs>();
+      return {all_to_all(c.grad_outputs[0], a.concat_axis, a.split_axis, a.group)};
+    },
+    .f16_kernels = false,
+    .cost = ring_cost,
+    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+};
+
 const OpDef op_def_barrier = {
     .name = "barrier",
     .num_inputs = 0,
@@ -376,6 +439,12 @@ Tensor all_gather(const Tensor& x, int64_t axis, const std::vector<int64_t>& gro
 Tensor reduce_scatter(const Tensor& x, int64_t axis, const std::vector<int64_t>& group) {
   Attrs a = CollectiveAttrs{.axis = axis, .group = group};
   return call_one_output(OpKind::reduce_scatter, {x}, a);
+}
+
+Tensor all_to_all(const Tensor& x, int64_t split_axis, int64_t concat_axis,
+                  const std::vector<int64_t>& group) {
+  Attrs a = AllToAllAttrs{.split_axis = split_axis, .concat_axis = concat_axis, .group = group};
+  return call_one_output(OpKind::all_to_all, {x}, a);
 }
 
 Tensor barrier() {

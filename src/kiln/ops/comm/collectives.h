@@ -22,6 +22,13 @@ Tensor all_gather(const Tensor& x, int64_t axis = 0, const std::vector<int64_t>&
 // The sum over ranks of x (dimension `axis` a multiple of the rank count), split along that
 // dimension; this rank keeps its block. Gradient: all_gather.
 Tensor reduce_scatter(const Tensor& x, int64_t axis = 0, const std::vector<int64_t>& group = {});
+// MindSpore's AlltoAll: x (dimension `split_axis` a multiple of the group's size) split along
+// `split_axis` into one block per rank, block j sent to the group's j-th rank; the blocks
+// received concatenated along `concat_axis` in the group's order. Moves a split from one
+// dimension to another sending each rank's block once, where all_gather then a slice would send
+// every block to every rank. Gradient: all_to_all back (the axes swapped).
+Tensor all_to_all(const Tensor& x, int64_t split_axis, int64_t concat_axis,
+                  const std::vector<int64_t>& group = {});
 // Waits until every rank reaches it; returns the number of ranks (an i32 scalar).
 Tensor barrier();
 
