@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -131,6 +132,108 @@ TEST_F(UserData, FolderAndRecordsTrainAlikeThenEvalAndPredict) {
   EXPECT_EQ(double(correct) / 36.0, accuracy) << folder.output;
 }
 
+// The "__metadata__" strings of a safetensors checkpoint.
+nlohmann::json checkpoint_metadata(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t header_bytes = 0;
+  in.read(reinterpret_cast<char*>(&header_bytes), 8);
+  std::string header(header_bytes, '\0');
+  in.read(header.data(), std::streamsize(header_bytes));
+  return nlohmann::json::parse(header)["__metadata__"];
+}
+
+fs::path only_checkpoint(const fs::path& dir) {
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") found.push_back(e.path());
+  std::sort(found.begin(), found.end());
+  return found.empty() ? fs::path() : found.back();
+}
+
+TEST_F(UserData, ImageSizeIsTrainedKeptInTheCheckpointAndUsedByEvalAndPredict) {
+  const std::string images = (root_ / "images").string();
+  Result train = run("train --data imagefolder:" + images + " --image-size 20x24 --ckpt-dir " +
+                     (root_ / "ckpt").string() +
+                     " --model lenet --epochs 2 --batch-size 6 --lr 0.05 --seed 3 --print-every 0"
+                     " --json");
+  ASSERT_EQ(train.status, 0) << train.output;
+  EXPECT_EQ(last_json_line(train.output)["input_shape"], nlohmann::json({3, 20, 24}));
+  fs::path checkpoint = only_checkpoint(root_ / "ckpt");
+  ASSERT_FALSE(checkpoint.empty()) << train.output;
+  nlohmann::json meta = checkpoint_metadata(checkpoint);
+  EXPECT_EQ(meta["image_height"], "20") << meta.dump();
+  EXPECT_EQ(meta["image_width"], "24") << meta.dump();
+  EXPECT_EQ(meta["in_channels"], "3") << meta.dump();
+  // The 16x16 files are resized to the checkpoint's 20x24 (a network fed 16x16 would fail).
+  Result eval = run("eval " + checkpoint.string() + " --data imagefolder:" + images + " --json");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  EXPECT_EQ(last_json_line(eval.output)["samples"], 36) << eval.output;
+  Result predict = run("predict " + checkpoint.string() + " " + images + "/blue/img1.png --json");
+  ASSERT_EQ(predict.status, 0) << predict.output;
+  EXPECT_EQ(last_json_line(predict.output)["predictions"].size(), 1u) << predict.output;
+}
+
+TEST_F(UserData, YamlConfigNamesTheDataAndValidationLikeTheFlags) {
+  const std::string images = (root_ / "images").string();
+  write_image_folder(root_ / "val", 4);
+  const std::string val = (root_ / "val").string();
+  const std::string common =
+      " --model lenet --epochs 2 --batch-size 6 --lr 0.05 --seed 11 --print-every 0 --json";
+  Result flags = run("train --data imagefolder:" + images + " --val imagefolder:" + val + common);
+  ASSERT_EQ(flags.status, 0) << flags.output;
+  const fs::path config = root_ / "train.yaml";
+  std::ofstream(config) << "data: imagefolder:" << images << "\nval: imagefolder:" << val
+                        << "\nmodel: lenet\nepochs: 2\nbatch-size: 6\nlr: 0.05\nseed: 11\n"
+                           "print-every: 0\njson: true\n";
+  Result yaml = run("train --config " + config.string());
+  ASSERT_EQ(yaml.status, 0) << yaml.output;
+  nlohmann::json a = last_json_line(flags.output), b = last_json_line(yaml.output);
+  EXPECT_EQ(b["data"], "imagefolder:" + images);
+  EXPECT_EQ(b["eval_data"], "imagefolder:" + val);
+  EXPECT_EQ(b["num_classes"], 3);
+  EXPECT_EQ(b["input_shape"], nlohmann::json({3, 16, 16}));
+  EXPECT_EQ(b["test_accuracy"], a["test_accuracy"]) << yaml.output;
+  EXPECT_EQ(b["final_loss"], a["final_loss"]) << yaml.output;
+}
+
+// One channel rule (data::image_folder_channels): a folder of grayscale images trains on one
+// channel, a folder with a colour image among them on three, and --channels forces either.
+TEST_F(UserData, GrayscaleFolderTrainsOnOneChannelAMixedOneOnThree) {
+  const fs::path gray = root_ / "gray";
+  std::mt19937 rng(2);
+  std::uniform_int_distribution<int> noise(0, 40);
+  for (int cls = 0; cls < 3; ++cls) {
+    fs::create_directories(gray / std::to_string(cls));
+    for (int i = 0; i < 4; ++i) {
+      kiln::Tensor image = kiln::Tensor::empty({16, 16, 1}, kiln::DType::u8);
+      for (int p = 0; p < 256; ++p) image.data<uint8_t>()[p] = uint8_t(cls * 100 + noise(rng));
+      std::vector<uint8_t> png = kiln::data::vision::encode_png(image);
+      std::ofstream(gray / std::to_string(cls) / ("g" + std::to_string(i) + ".png"),
+                    std::ios::binary)
+          .write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
+    }
+  }
+  auto input_shape = [&](const std::string& extra) {
+    Result r = run("train --data imagefolder:" + gray.string() +
+                   " --model lenet --steps 1 --batch-size 6 --print-every 0 --json" + extra);
+    EXPECT_EQ(r.status, 0) << r.output;
+    return r.status == 0 ? last_json_line(r.output)["input_shape"] : nlohmann::json();
+  };
+  EXPECT_EQ(input_shape(" --ckpt-dir " + (root_ / "gray_ckpt").string()),
+            nlohmann::json({1, 16, 16}));
+  EXPECT_EQ(input_shape(" --channels 3"), nlohmann::json({3, 16, 16}));
+  // A one-channel model predicts a colour file too: it is decoded to its luma.
+  fs::path checkpoint = only_checkpoint(root_ / "gray_ckpt");
+  ASSERT_FALSE(checkpoint.empty());
+  Result predict = run("predict " + checkpoint.string() + " " +
+                       (root_ / "images" / "red" / "img0.png").string() + " --json");
+  EXPECT_EQ(predict.status, 0) << predict.output;
+  // One colour image makes the whole folder RGB, whichever file comes first.
+  fs::copy_file(root_ / "images" / "red" / "img0.png", gray / "2" / "z_colour.png");
+  EXPECT_EQ(input_shape(""), nlohmann::json({3, 16, 16}));
+  EXPECT_EQ(input_shape(" --channels 1"), nlohmann::json({1, 16, 16}));
+}
+
 TEST_F(UserData, BadSpecsAreOneLineErrorsWithStatus2) {
   const std::string images = (root_ / "images").string();
   struct Case {
@@ -145,6 +248,7 @@ TEST_F(UserData, BadSpecsAreOneLineErrorsWithStatus2) {
       {"train --data imagefolder:" + images + " --image-size 0x5", "--image-size"},
       {"train --data imagefolder:" + images + " --image-size 8", "at least 12x12"},
       {"train --data imagefolder:" + images + " --data-dir " + images, "not both"},
+      {"train --data imagefolder:" + images + " --channels 2", "--channels"},
       {"eval " + images + "/red/img0.png --data imagefolder:" + images, "img0.png"},
   };
   for (const Case& c : cases) {

@@ -47,6 +47,11 @@ void add_data_command(CLI::App& app) {
   bench->add_flag("--decode", opts->decode,
                   "decode JPEG/PNG bytes (in the map workers); without it an image source yields "
                   "the encoded bytes");
+  bench
+      ->add_option("--channels", opts->channels,
+                   "channels --decode gives: 1 (gray) or 3 (RGB); default: 1 when every image "
+                   "is grayscale, else 3 (as kiln train and ImageFolderDataset decode)")
+      ->check(CLI::IsMember({1, 3}));
   bench->add_option("--transforms", *transforms,
                     "comma-separated: rescale,hflip,vflip,hwc2chw,normalize,randomcrop[:S],"
                     "centercrop:S,resize:S,randomresizedcrop:S,rotate[:D],typecast:DTYPE");

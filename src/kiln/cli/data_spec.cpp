@@ -92,8 +92,9 @@ class ToModelInput : public data::TensorTransform {
 struct SourceChoice {
   data::Dataset rows;  // unbatched: "image" (encoded bytes, or u8 [H, W(, C)]), "label" i32
   bool encoded = false;
-  Tensor first_image;  // decoded, [H, W, C]
-  ImageDataInfo info;  // classes known; channels and size from first_image
+  Tensor first_image;    // decoded, [H, W, C]: the data's size (and channels when not encoded)
+  int64_t channels = 0;  // encoded: 1 when every image is grayscale, else 3
+  ImageDataInfo info;    // classes known; channels and size from the fields above
   Normalization default_normalization;
 };
 
@@ -148,6 +149,8 @@ SourceChoice choose_image_folder(const std::string& dir, const DataRequest& r) {
   std::vector<uint8_t> bytes = read_file(first);
   c.first_image = decode_keeping_channels(bytes.data(), bytes.size(), first);
   c.encoded = true;
+  // Every file's header, unless --channels settles it.
+  if (r.channels == 0) c.channels = data::image_folder_channels(dir);
   data::ImageFolderOptions o;
   o.shuffle = r.training;
   c.rows = data::ImageFolderDataset(dir, o);
@@ -169,8 +172,20 @@ SourceChoice choose_records(const std::string& list, const DataRequest& r) {
   // and the set's size is not known otherwise.
   std::map<int64_t, std::string> names;
   record::RowView row;
+  reader.read(0, row);
+  const bool encoded = row[size_t(image)].field->type == record::FieldType::bytes;
+  bool all_gray = true;
   for (uint64_t i = 0; i < reader.num_rows(); ++i) {
     reader.read(i, row);
+    if (encoded && all_gray && r.channels == 0) {
+      const auto& bytes = row[size_t(image)].data;
+      try {
+        all_gray = data::vision::encoded_image_channels(bytes.data(), bytes.size()) == 1;
+      } catch (const Error& e) {
+        throw FileError(r.flag + ": " + files[0] + ": row " + std::to_string(i) +
+                        " field 'image': " + e.what());
+      }
+    }
     int64_t id = row[size_t(label)].as_int();
     if (id < 0 || id > 1'000'000) {
       throw FileError(r.flag + ": " + files[0] + ": row " + std::to_string(i) + " has label " +
@@ -190,8 +205,9 @@ SourceChoice choose_records(const std::string& list, const DataRequest& r) {
     c.info.class_names.push_back(names.count(k) ? names[k] : std::to_string(k));
   reader.read(0, row);
   const record::FieldView& first = row[size_t(image)];
-  if (first.field->type == record::FieldType::bytes) {
+  if (encoded) {
     c.encoded = true;
+    c.channels = all_gray ? 1 : 3;
     c.first_image = decode_keeping_channels(first.data.data(), first.data.size(),
                                             files[0] + ": row 0 field 'image'");
   } else if ((first.rank == 2 || first.rank == 3) &&
@@ -348,7 +364,8 @@ ImageData open_image_data(const DataRequest& r) {
   out.info = c.info;
   out.info.num_classes = int64_t(c.info.class_names.size());
   const Tensor& first = c.first_image;
-  out.info.channels = r.channels > 0 ? r.channels : (first.dim(2) == 1 ? 1 : 3);
+  // Encoded images follow data::image_folder_channels()'s rule; arrays keep their channels.
+  out.info.channels = r.channels > 0 ? r.channels : c.encoded ? c.channels : first.dim(2);
   out.info.height = r.height > 0 ? r.height : first.dim(0);
   out.info.width = r.width > 0 ? r.width : first.dim(1);
   if (!c.encoded && out.info.channels != first.dim(2)) {
@@ -366,7 +383,10 @@ ImageData open_image_data(const DataRequest& r) {
   }
 
   std::vector<data::Op> row_ops;
-  if (c.encoded) row_ops.push_back(data::vision::Decode(/*rgb=*/out.info.channels == 3));
+  if (c.encoded) {
+    row_ops.push_back(data::vision::Decode(
+        data::vision::color_mode_for_channels(out.info.channels, r.flag + " " + r.spec)));
+  }
   row_ops.push_back(ToModelInput(out.info.height, out.info.width));
   if (r.training) {
     for (const auto& crop : r.transforms.random_crops) {
@@ -394,7 +414,8 @@ Tensor load_image_for_model(const std::string& path, const ImageDataInfo& info) 
   std::vector<uint8_t> bytes = read_file(path);
   Tensor image;
   try {
-    image = data::vision::decode_image(bytes.data(), bytes.size(), /*rgb=*/info.channels == 3);
+    image = data::vision::decode_image(bytes.data(), bytes.size(),
+                                       data::vision::color_mode_for_channels(info.channels, path));
   } catch (const Error& e) {
     throw FileError(path + ": " + e.what());
   }

@@ -524,6 +524,10 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
                   "otherwise the training data)");
   cmd->add_option("--image-size", c->image_size, "Resize images to HxW (or S for SxS)")
       ->check(parsed_by([](const std::string& v) { parse_image_size(v); }, "--image-size"));
+  cmd->add_option("--channels", c->channels,
+                  "Decode images to 1 (gray) or 3 (RGB) channels (default: 1 when every image of "
+                  "--data is grayscale, else 3)")
+      ->check(CLI::IsMember({1, 3}));
   cmd->add_option("--transforms", c->transforms,
                   "Comma list: random_crop:S[:P], hflip, vflip (training only), normalize:M:S "
                   "(M, S: one value or one per channel joined by '/')")

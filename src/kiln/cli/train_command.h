@@ -44,6 +44,7 @@ struct TrainConfig {
   std::string data;        // data_spec.h grammar; empty: fashion-mnist[:data_dir]
   std::string val;         // evaluation data; empty: the test split of (fashion-)mnist, else none
   std::string image_size;  // "HxW" or "S": resize to this; empty: the data's own size
+  int channels = 0;        // 1 or 3: decode images so; 0: 1 when every image is grayscale, else 3
   std::string transforms;  // "random_crop:32:4,hflip,normalize:M:S"
   std::string ckpt_dir;
   std::string resume;

@@ -28,6 +28,7 @@ TrainingSetup image_setup(const TrainConfig& c) {
   request.transforms = parse_transforms(c.transforms);
   if (!c.image_size.empty())
     std::tie(request.height, request.width) = parse_image_size(c.image_size);
+  request.channels = c.channels;
   ImageData train_data = open_image_data(request);
   const ImageDataInfo& info = train_data.info;
   // Evaluation reads the data the same way (size, channels, normalization), without augmentation.
@@ -86,6 +87,7 @@ TrainingSetup text_setup(const TrainConfig& c) {
   };
   image_only("--data-dir", c.data_dir);
   image_only("--image-size", c.image_size);
+  image_only("--channels", c.channels == 0 ? "" : std::to_string(c.channels));
   image_only("--transforms", c.transforms);
   if (!c.val.empty()) {
     throw Error("kiln train: --val " + c.val + ": a language model is evaluated on the last 10 % " +

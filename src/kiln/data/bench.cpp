@@ -1,5 +1,6 @@
 #include "kiln/data/bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -47,7 +48,7 @@ Op make_named_transform(const std::string& spec) {
   if (name == "vflip") return vision::RandomVerticalFlip();
   if (name == "hwc2chw") return vision::HWC2CHW();
   if (name == "normalize") return vision::Normalize({0.5f}, {0.5f});
-  if (name == "decode") return vision::Decode(false);
+  if (name == "decode") return vision::Decode(vision::ColorMode::file);
   if (name == "randomcrop") {
     int64_t s = parse_size(name, arg, 28);
     return vision::RandomCrop({s, s}, {4});
@@ -68,6 +69,26 @@ Op make_named_transform(const std::string& spec) {
               "resize:S, randomresizedcrop:S, rotate[:D], decode, typecast:DTYPE)");
 }
 
+int64_t bench_decode_channels(const BenchOptions& o) {
+  if (o.channels != 0) return o.channels;
+  const std::string scheme = o.source.substr(0, o.source.find(':'));
+  if (scheme == "imagefolder" && o.source.size() > scheme.size() + 1) {
+    return image_folder_channels(o.source.substr(scheme.size() + 1));
+  }
+  auto rows = make_source(o.source, {.shuffle = false}).create_tuple_iterator({.num_epochs = 1});
+  std::vector<Tensor> row;
+  while (rows.next(row)) {
+    const Tensor bytes = row[0].contiguous();
+    if (bytes.dtype() != DType::u8 || bytes.rank() != 1) {
+      throw Error("--decode: " + o.source + " holds no encoded images (its first column is " +
+                  describe(row[0]) + ")");
+    }
+    const int64_t c = vision::encoded_image_channels(bytes.data<uint8_t>(), size_t(bytes.numel()));
+    if (c != 1) return 3;
+  }
+  return 1;
+}
+
 Dataset build_bench_pipeline(const BenchOptions& o) {
   if (o.batch_size <= 0) throw Error("--batch-size must be positive");
   if (o.epochs <= 0) throw Error("--epochs must be positive");
@@ -76,9 +97,14 @@ Dataset build_bench_pipeline(const BenchOptions& o) {
   so.num_parallel_workers = o.source_workers;
   so.shuffle = o.shuffle;
   Dataset ds = make_source(o.source, so);
+  const bool decodes = o.decode || std::count(o.transforms.begin(), o.transforms.end(), "decode");
+  const vision::ColorMode mode =
+      decodes ? vision::color_mode_for_channels(bench_decode_channels(o), "--channels")
+              : vision::ColorMode::rgb;
   std::vector<Op> ops;
-  if (o.decode) ops.push_back(vision::Decode(false));
-  for (auto& t : o.transforms) ops.push_back(make_named_transform(t));
+  if (o.decode) ops.push_back(vision::Decode(mode));
+  for (auto& t : o.transforms)
+    ops.push_back(t == "decode" ? Op(vision::Decode(mode)) : make_named_transform(t));
   if (!ops.empty()) {
     MapOptions mo;
     mo.num_parallel_workers = o.workers;

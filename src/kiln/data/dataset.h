@@ -234,7 +234,9 @@ class FashionMnistDataset : public MnistDataset {
 inline constexpr const char* kDebianFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 struct ImageFolderOptions {
-  bool decode = false;  // false: "image" holds the file's bytes (u8 [n]); true: u8 HWC RGB
+  bool decode = false;  // false: "image" holds the file's bytes (u8 [n]); true: u8 HWC
+  // With decode: 0 gives the folder's channels (image_folder_channels()); 1 or 3 forces them.
+  int channels = 0;
   std::vector<std::string> extensions = {};        // default .jpg .jpeg .png (any case)
   std::map<std::string, int> class_indexing = {};  // default: sorted folder names -> 0, 1, ...
   int num_parallel_workers = 0;
@@ -249,6 +251,13 @@ class ImageFolderDataset : public Dataset {
  public:
   explicit ImageFolderDataset(std::string dataset_dir, ImageFolderOptions options = {});
 };
+
+// Kiln's one rule for the channels of a set of images: 1 when every image is grayscale (PNG gray
+// or gray + alpha, 1-component JPEG), else 3; alpha is dropped. ImageFolderDataset's decode,
+// `kiln data bench --decode` and `kiln train --data` follow it. Reads each file's header (the
+// folders and extensions of `options`); FileError naming a file that is not an image.
+int64_t image_folder_channels(const std::string& dataset_dir,
+                              const ImageFolderOptions& options = {});
 
 // In-memory arrays sliced along their first dimension (all the same length). Rows are views.
 class NumpySlicesDataset : public Dataset {

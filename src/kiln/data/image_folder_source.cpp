@@ -50,6 +50,41 @@ Tensor read_file(const std::string& path) {
   return bytes;
 }
 
+// The first `limit` bytes of a file (fewer when it is shorter).
+std::vector<uint8_t> read_head(const std::string& path, size_t limit) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FileError(path + ": cannot open: " + std::strerror(errno));
+  std::vector<uint8_t> head(limit);
+  size_t got = 0;
+  while (got < limit) {
+    ssize_t r = ::pread(fd, head.data() + got, limit - got, off_t(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += size_t(r);
+  }
+  ::close(fd);
+  head.resize(got);
+  return head;
+}
+
+// The channels ColorMode::file decodes a file to, from its header.
+int64_t file_channels(const std::string& path) {
+  // Enough for any PNG and for a JPEG whose metadata is not unusually large.
+  constexpr size_t kHeadBytes = 64 << 10;
+  std::vector<uint8_t> head = read_head(path, kHeadBytes);
+  try {
+    int64_t c = vision::encoded_image_channels(head.data(), head.size());
+    if (c == 0 && head.size() == kHeadBytes) {
+      Tensor all = read_file(path);
+      c = vision::encoded_image_channels(all.data<uint8_t>(), size_t(all.numel()));
+    }
+    if (c == 0) throw Error("no image header (truncated file?)");
+    return c;
+  } catch (const Error& e) {
+    throw FileError("ImageFolderDataset: " + path + ": " + e.what());
+  }
+}
+
 class ImageFolderSource : public Source {
  public:
   ImageFolderSource(const std::string& dir, const ImageFolderOptions& o)
@@ -93,6 +128,18 @@ class ImageFolderSource : public Source {
       throw FileError(
           "ImageFolderDataset: no image files (.jpg, .jpeg, .png) in the class folders of " + dir);
     }
+    if (decode_) {
+      mode_ = vision::color_mode_for_channels(o.channels == 0 ? channels() : o.channels,
+                                              "ImageFolderDataset");
+    }
+  }
+
+  // 1 when every file is grayscale, else 3.
+  int64_t channels() const {
+    for (const std::string& path : paths_) {
+      if (file_channels(path) != 1) return 3;
+    }
+    return 1;
   }
   std::string name() const override { return "ImageFolderDataset"; }
   std::vector<std::string> column_names() const override { return {"image", "label"}; }
@@ -111,7 +158,7 @@ class ImageFolderSource : public Source {
       void read(int64_t index, std::vector<Tensor>& columns) override {
         Tensor bytes = read_file(s->paths_[size_t(index)]);
         if (s->decode_)
-          bytes = vision::decode_image(bytes.data<uint8_t>(), size_t(bytes.numel()), true);
+          bytes = vision::decode_image(bytes.data<uint8_t>(), size_t(bytes.numel()), s->mode_);
         columns.reserve(2);
         columns.push_back(std::move(bytes));
         columns.push_back(Tensor::scalar(double(s->labels_[size_t(index)]), DType::i32));
@@ -125,6 +172,7 @@ class ImageFolderSource : public Source {
  private:
   std::string dir_;
   bool decode_;
+  vision::ColorMode mode_ = vision::ColorMode::rgb;
   std::vector<std::string> paths_;
   std::vector<int> labels_;
 };
@@ -135,5 +183,11 @@ ImageFolderDataset::ImageFolderDataset(std::string dataset_dir, ImageFolderOptio
     : Dataset(from_source(std::make_shared<ImageFolderSource>(dataset_dir, o),
                           SourceOptions{o.num_parallel_workers, o.shuffle, o.num_samples,
                                         o.num_shards, o.shard_id})) {}
+
+int64_t image_folder_channels(const std::string& dataset_dir, const ImageFolderOptions& options) {
+  ImageFolderOptions listing = options;
+  listing.decode = false;
+  return ImageFolderSource(dataset_dir, listing).channels();
+}
 
 }  // namespace kiln::data

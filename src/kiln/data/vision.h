@@ -14,16 +14,26 @@ namespace kiln::data::vision {
 
 enum class Inter { bilinear, nearest };
 
-// Encoded bytes (u8 [n]) -> u8 [H, W, C]. JPEG or PNG, told apart by their magic bytes. `rgb`:
-// always 3 channels (MindSpore's default); false keeps the file's channels (1 for grayscale).
+// The channels a decode gives. A decode never yields alpha: always 1 or 3 channels.
+enum class ColorMode {
+  rgb,   // 3 (MindSpore's default); a grayscale file's value is repeated
+  gray,  // 1; a colour file becomes its luma
+  file,  // the file's own: 1 for a grayscale file (PNG gray, 1-component JPEG), else 3
+};
+
+// Encoded bytes (u8 [n]) -> u8 [H, W, C]. JPEG or PNG, told apart by their magic bytes.
+// Decode() and Decode(true) give RGB; Decode(false) the file's own channels. A set of images
+// whose files differ gives rows of different channels: ImageFolderDataset's decode and the CLI
+// pick one mode for the whole set instead (image_folder_channels() in dataset.h).
 class Decode : public TensorTransform {
  public:
-  explicit Decode(bool rgb = true) : rgb_(rgb) {}
+  explicit Decode(bool rgb = true) : mode_(rgb ? ColorMode::rgb : ColorMode::file) {}
+  explicit Decode(ColorMode mode) : mode_(mode) {}
   std::string name() const override { return "Decode"; }
   Tensor apply_one(const Tensor& input, RowRng& rng) const override;
 
  private:
-  bool rgb_;
+  ColorMode mode_;
 };
 
 // size {h, w}: that size; size {s}: the shorter edge becomes s, keeping the aspect ratio.
@@ -152,8 +162,17 @@ using transforms::TypeCast;
 // Codec helpers (used by Decode and ImageFolderDataset; the encoders make test and bench data).
 enum class ImageFormat { unknown, jpeg, png };
 ImageFormat detect_format(const uint8_t* data, size_t size);
-Tensor decode_image(const uint8_t* data, size_t size, bool rgb);
-std::vector<uint8_t> encode_png(const Tensor& image);  // u8 [H, W] or [H, W, 1|3|4]
+Tensor decode_image(const uint8_t* data, size_t size, ColorMode mode);
+inline Tensor decode_image(const uint8_t* data, size_t size, bool rgb) {
+  return decode_image(data, size, rgb ? ColorMode::rgb : ColorMode::file);
+}
+// The channels ColorMode::file decodes `data` to (1 or 3), read from the header alone; 0 when the
+// header is not within `size` bytes (a JPEG frame header behind large metadata). Error when
+// `data` is neither JPEG nor PNG.
+int64_t encoded_image_channels(const uint8_t* data, size_t size);
+// ColorMode::gray for 1 channel, rgb for 3 (Error naming `what` otherwise).
+ColorMode color_mode_for_channels(int64_t channels, const std::string& what);
+std::vector<uint8_t> encode_png(const Tensor& image);  // u8 [H, W] or [H, W, 1|2|3|4]
 std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality = 90);  // u8 [H, W(, 1|3)]
 
 }  // namespace kiln::data::vision

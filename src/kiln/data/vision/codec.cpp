@@ -48,7 +48,8 @@ unsigned char* sink_alloc(void* sink, int64_t h, int64_t w, int64_t c) {
 }
 
 // Only trivially destructible locals between setjmp and any longjmp.
-bool decode_jpeg_c(const unsigned char* data, size_t size, bool rgb, void* sink, char* message) {
+bool decode_jpeg_c(const unsigned char* data, size_t size, ColorMode mode, void* sink,
+                   char* message) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -64,7 +65,9 @@ bool decode_jpeg_c(const unsigned char* data, size_t size, bool rgb, void* sink,
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
-  if (rgb || cinfo.jpeg_color_space != JCS_GRAYSCALE) cinfo.out_color_space = JCS_RGB;
+  const bool gray_file = cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  cinfo.out_color_space =
+      mode == ColorMode::gray || (mode == ColorMode::file && gray_file) ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   const int64_t h = cinfo.output_height, w = cinfo.output_width, c = cinfo.output_components;
   unsigned char* out = sink_alloc(sink, h, w, c);
@@ -83,26 +86,18 @@ bool decode_jpeg_c(const unsigned char* data, size_t size, bool rgb, void* sink,
   return true;
 }
 
-Tensor decode_png(const unsigned char* data, size_t size, bool rgb) {
+Tensor decode_png(const unsigned char* data, size_t size, ColorMode mode) {
   png_image img;
   std::memset(&img, 0, sizeof img);
   img.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&img, data, size)) {
     throw Error(std::string("PNG: ") + img.message);
   }
-  int64_t c;
-  if (rgb) {
-    img.format = PNG_FORMAT_RGB;
-    c = 3;
-  } else if (img.format & PNG_FORMAT_FLAG_COLOR) {
-    bool alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
-    img.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-    c = alpha ? 4 : 3;
-  } else {
-    bool alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
-    img.format = alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY;
-    c = alpha ? 2 : 1;
-  }
+  // libpng drops alpha (composing on black) and converts colour to luma as asked.
+  const bool gray =
+      mode == ColorMode::gray || (mode == ColorMode::file && !(img.format & PNG_FORMAT_FLAG_COLOR));
+  img.format = gray ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  const int64_t c = gray ? 1 : 3;
   if (int64_t(img.height) * int64_t(img.width) * c > kMaxDecodedBytes) {
     std::string dims =
         std::to_string(img.height) + " x " + std::to_string(img.width) + " x " + std::to_string(c);
@@ -128,18 +123,18 @@ ImageFormat detect_format(const uint8_t* data, size_t size) {
   return ImageFormat::unknown;
 }
 
-Tensor decode_image(const uint8_t* data, size_t size, bool rgb) {
+Tensor decode_image(const uint8_t* data, size_t size, ColorMode mode) {
   switch (detect_format(data, size)) {
     case ImageFormat::jpeg: {
       JpegSink sink;
       char message[JMSG_LENGTH_MAX] = {0};
-      if (!decode_jpeg_c(data, size, rgb, &sink, message)) {
+      if (!decode_jpeg_c(data, size, mode, &sink, message)) {
         throw Error(std::string("corrupt JPEG: ") + message);
       }
       return sink.image;
     }
     case ImageFormat::png:
-      return decode_png(data, size, rgb);
+      return decode_png(data, size, mode);
     case ImageFormat::unknown:
       break;
   }
@@ -150,11 +145,52 @@ Tensor decode_image(const uint8_t* data, size_t size, bool rgb) {
   throw Error(std::string("not a JPEG or PNG image (") + head + ")");
 }
 
+int64_t encoded_image_channels(const uint8_t* data, size_t size) {
+  switch (detect_format(data, size)) {
+    case ImageFormat::png: {
+      // IHDR comes first; its colour type is byte 25. Types 0 (gray) and 4 (gray + alpha) have no
+      // colour; 2, 3 (palette) and 6 do, as libpng's simplified reader sees them.
+      if (size < 26) return 0;
+      const uint8_t type = data[25];
+      return type == 0 || type == 4 ? 1 : 3;
+    }
+    case ImageFormat::jpeg: {
+      // Marker segments up to the frame header (SOF0..SOF15 but DHT, JPG, DAC), whose component
+      // count follows precision, height and width.
+      size_t pos = 2;
+      while (pos + 4 <= size) {
+        if (data[pos] != 0xFF) return 0;
+        const uint8_t marker = data[pos + 1];
+        if (marker == 0xFF) {  // fill byte
+          ++pos;
+          continue;
+        }
+        const size_t length = size_t(data[pos + 2]) << 8 | data[pos + 3];
+        const bool frame =
+            marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+        if (frame) return pos + 9 < size ? (data[pos + 9] == 1 ? 1 : 3) : 0;
+        if (marker == 0xD9 || marker == 0xDA || length < 2) return 0;
+        pos += 2 + length;
+      }
+      return 0;
+    }
+    case ImageFormat::unknown:
+      break;
+  }
+  throw Error("not a JPEG or PNG image");
+}
+
+ColorMode color_mode_for_channels(int64_t channels, const std::string& what) {
+  if (channels == 1) return ColorMode::gray;
+  if (channels == 3) return ColorMode::rgb;
+  throw Error(what + ": channels must be 1 (gray) or 3 (RGB), got " + std::to_string(channels));
+}
+
 namespace {
 void check_encodable(const Tensor& image, const char* what) {
   if (image.dtype() != DType::u8 || (image.rank() != 2 && image.rank() != 3) ||
       (image.rank() == 3 && image.dim(2) != 1 && image.dim(2) != 3 &&
-       !(std::string(what) == "encode_png" && image.dim(2) == 4))) {
+       !(std::string(what) == "encode_png" && (image.dim(2) == 2 || image.dim(2) == 4)))) {
     throw ShapeError(std::string(what) + ": expected a u8 image [H, W] or [H, W, 1|3], got " +
                      describe(image));
   }
@@ -170,7 +206,10 @@ std::vector<uint8_t> encode_png(const Tensor& image) {
   p.height = png_uint_32(img.dim(0));
   p.width = png_uint_32(img.dim(1));
   int64_t c = img.rank() == 3 ? img.dim(2) : 1;
-  p.format = c == 1 ? PNG_FORMAT_GRAY : c == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA;
+  p.format = c == 1   ? PNG_FORMAT_GRAY
+             : c == 2 ? PNG_FORMAT_GA
+             : c == 3 ? PNG_FORMAT_RGB
+                      : PNG_FORMAT_RGBA;
   png_alloc_size_t bytes = 0;
   if (!png_image_write_to_memory(&p, nullptr, &bytes, 0, img.raw_data(), 0, nullptr)) {
     throw Error(std::string("encode_png: ") + p.message);

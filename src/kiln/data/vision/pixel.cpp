@@ -12,7 +12,7 @@ Tensor Decode::apply_one(const Tensor& input, RowRng&) const {
                      " (already decoded?)");
   }
   Tensor in = input.contiguous();
-  return decode_image(in.data<uint8_t>(), size_t(in.numel()), rgb_);
+  return decode_image(in.data<uint8_t>(), size_t(in.numel()), mode_);
 }
 
 Tensor Rescale::apply_one(const Tensor& input, RowRng& rng) const {
