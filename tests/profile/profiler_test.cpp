@@ -7,6 +7,11 @@
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
+#include "kiln/nn/activation.h"
+#include "kiln/nn/basic.h"
+#include "kiln/nn/container.h"
+#include "kiln/nn/conv.h"
+#include "kiln/nn/dense.h"
 #include "kiln/ops/functional.h"
 #include "kiln/profile/files.h"
 #include "kiln/profile/raw_files.h"
@@ -126,6 +131,33 @@ TEST(ProfilerCollects, GraphLaunchesRecordTheirLayouts) {
     EXPECT_NE(s.layout.find("-> nhwc"), std::string::npos) << s.shapes << ": " << s.layout;
   }
   EXPECT_GT(convolutions, 0);
+}
+
+// With activations kept in oneDNN's blocked layout (forced here; on by default where it pays),
+// a launch names them nChw16c rather than the channels-last order their metas give.
+TEST(ProfilerCollects, GraphLaunchesNameTheBlockedLayout) {
+  // Three 32-channel convolutions (fewer channels are the same bytes either way): enough for the
+  // pass to keep activations blocked, small enough for oneDNN's reference kernels of a CPU where
+  // that layout does not pay.
+  auto net = std::make_shared<nn::SequentialCell>(std::vector<std::shared_ptr<nn::Cell>>{
+      std::make_shared<nn::Conv2d>(1, 32, 3), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(32, 32, 3), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(32, 32, 3), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Dense>(32 * 8 * 8, 10)});
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.01));
+  train::CompiledTrainStep step(*net, *loss, *opt, {.fusion = true, .block_layout = true});
+  step.set_verbose(false);
+  Tensor x = Tensor::ones({1, 1, 8, 8}), y = train::testing::batch_labels(1, 2);
+  Profiler profiler(collect_only());
+  step.run(x, y);
+  profiler.stop();
+  int blocked = 0;
+  for (const OpSignature& s : profiler.collection().signatures) {
+    blocked += s.layout.find("nChw16c") != std::string::npos;
+  }
+  EXPECT_GT(blocked, 0);
+  EXPECT_GT(step.executable().report().blocked_values, 0);
 }
 
 TEST(ProfilerCollects, OnlyOneProfilerAtATime) {

@@ -20,7 +20,8 @@ struct OpSignature {
   std::string shapes;  // inputs -> outputs: "f32[64,1,28,28] f32[6,1,5,5] -> f32[64,6,24,24]"
   // The memory order of each tensor in `shapes`' order, "nchw" (contiguous) or "nhwc" (channels
   // last) for a 4-D one, "-" for others (always row-major): "nchw nchw -> nhwc"; empty when no
-  // tensor is 4-D. oneDNN's blocked formats stay inside its kernels (the kernel's name says so).
+  // tensor is 4-D; graph mode names the activations kept in oneDNN's blocked format "nChw16c"
+  // (graph/passes/block_layout.cpp).
   std::string layout;
   std::string launch;  // how it is launched: "eager kernel", "view", "op kernel", "graph kernel"...
   // The kernel that ran: oneDNN's implementation ("brgconv:avx512_core", several joined by " + ")

@@ -54,6 +54,30 @@ std::string describe_layouts(std::span<const ops::TensorMeta> inputs,
   return any_4d ? s : std::string();
 }
 
+// A graph launch's layouts: as describe_layouts, with the activations the block-layout pass keeps
+// in oneDNN's blocked nChw16c named so (the node's layout bits; its metas say channels last).
+std::string describe_node_layouts(const graph::Graph& g, const graph::Node& node) {
+  bool any_4d = false;
+  auto token = [&](graph::ValueId v, bool blocked) {
+    const ops::TensorMeta& m = g.value(v).meta;
+    any_4d = any_4d || m.shape.rank() == 4;
+    return blocked && m.shape.rank() == 4 ? std::string("nChw16c") : layout_name(m);
+  };
+  std::string s;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] != graph::kNoValue) {
+      s += token(node.inputs[i], graph::input_is_nchw16c(node, int(i))) + " ";
+    }
+  }
+  s += "->";
+  for (size_t j = 0; j < node.outputs.size(); ++j) {
+    if (node.outputs[j] != graph::kNoValue) {
+      s += " " + token(node.outputs[j], graph::output_is_nchw16c(node, int(j)));
+    }
+  }
+  return any_4d ? s : std::string();
+}
+
 uint64_t mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
 }
@@ -364,7 +388,8 @@ class Profiler::Collector final : public train::StepTraceSink {
       s.name = info.label;
       s.mode = "graph";
       s.shapes = describe_metas(info.inputs, info.outputs);
-      s.layout = describe_layouts(info.inputs, info.outputs);
+      s.layout = info.node >= 0 ? describe_node_layouts(exe.graph(), exe.graph().node(info.node))
+                                : describe_layouts(info.inputs, info.outputs);
       s.launch = info.kernel;
       s.kernel = info.own_kernel;  // until a launch says which kernels ran
       s.dtype = compute_dtype(info.inputs, info.outputs);
