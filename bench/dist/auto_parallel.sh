@@ -7,7 +7,7 @@
 # prediction's error.
 #
 #   bench/dist/auto_parallel.sh [--build DIR] [--repeats N] [model:batch[:limit_mb] ...]
-#   (default: mlp4096:64:96 mlp:512 lenet:64 resnet20:64 gpt:16)
+#   (default: mlp4096:64:128 mlp:512 lenet:64 resnet20:64 gpt:16)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../../build"
@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     *) configs+=("$1"); shift ;;
   esac
 done
-[ ${#configs[@]} -gt 0 ] || configs=(mlp4096:64:96 mlp:512 lenet:64 resnet20:64 gpt:16)
+[ ${#configs[@]} -gt 0 ] || configs=(mlp4096:64:128 mlp:512 lenet:64 resnet20:64 gpt:16)
 bench="$build/bench/kiln_auto_parallel_bench"
 [ -x "$bench" ] || { echo "auto_parallel: $bench not found; build first" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -53,8 +53,13 @@ std::shared_ptr<nn::Cell> make_model(const std::string& name, int64_t& channels,
     net->append(std::make_shared<nn::Dense>(4096, 10));
     return net;
   }
-  return models::create(name, {.in_channels = channels, .image_height = side,
-                               .image_width = side, .context_length = 64});
+  // A language model's classes are its vocabulary: the bytes main() draws its tokens from.
+  const int64_t classes = models::is_language_model(name) ? 256 : 10;
+  return models::create(name, {.num_classes = classes,
+                               .in_channels = channels,
+                               .image_height = side,
+                               .image_width = side,
+                               .context_length = 64});
 }
 
 }  // namespace
@@ -129,15 +134,17 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
     if (comm::rank() != 0) return 0;
-    std::printf("{\"model\":\"%s\",\"ranks\":%d,\"batch\":%lld,\"memory_limit_mb\":%g,"
-                "\"images_per_sec\":%.1f,\"step_ms\":%.3f",
-                o.model.c_str(), comm::size(), static_cast<long long>(o.batch),
-                o.memory_limit_mb, double(o.batch) * 1e3 / median, median);
+    std::printf(
+        "{\"model\":\"%s\",\"ranks\":%d,\"batch\":%lld,\"memory_limit_mb\":%g,"
+        "\"images_per_sec\":%.1f,\"step_ms\":%.3f",
+        o.model.c_str(), comm::size(), static_cast<long long>(o.batch), o.memory_limit_mb,
+        double(o.batch) * 1e3 / median, median);
     if (const auto& p = step.predicted_step()) {
-      std::printf(",\"predicted_step_ms\":%.3f,\"predicted_compute_ms\":%.3f,"
-                  "\"predicted_communication_ms\":%.3f,\"predicted_memory_mib\":%.2f",
-                  p->seconds() * 1e3, p->compute_s * 1e3, p->communication_s * 1e3,
-                  p->memory_bytes() / double(1 << 20));
+      std::printf(
+          ",\"predicted_step_ms\":%.3f,\"predicted_compute_ms\":%.3f,"
+          "\"predicted_communication_ms\":%.3f,\"predicted_memory_mib\":%.2f",
+          p->seconds() * 1e3, p->compute_s * 1e3, p->communication_s * 1e3,
+          p->memory_bytes() / double(1 << 20));
     }
     std::printf("}\n");
     return 0;
