@@ -18,11 +18,10 @@ std::string parse_only(const std::vector<std::string>& args) {
   CLI::App app{"kiln", "kiln"};
   app.require_subcommand(1);
   add_kiln_commands(app);
-  remove_command_actions(app);
   std::vector<const char*> argv{"kiln"};
   for (const std::string& a : args) argv.push_back(a.c_str());
   try {
-    app.parse(int(argv.size()), argv.data());
+    parse_without_running(app, int(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
     return e.get_name() + ": " + e.what();
   }
@@ -44,14 +43,30 @@ TEST(KilnCommands, HasEverySubcommandOfTheBinary) {
 TEST(KilnCommands, ParseOnlyRunsNoAction) {
   CLI::App app;
   bool ran = false;
+  int value = 0;
   CLI::App* probe = app.add_subcommand("probe");
-  probe->add_subcommand("inner")->callback([&ran] { ran = true; });
+  CLI::App* inner = probe->add_subcommand("inner");
+  inner->add_option("--value", value)->check(CLI::Range(1, 9));
+  inner->callback([&ran] { ran = true; });
   probe->callback([&ran] { ran = true; });
   app.callback([&ran] { ran = true; });
-  remove_command_actions(app);
-  app.parse(std::vector<std::string>{"inner", "probe"});  // reversed: `probe inner`
+  const char* argv[] = {"kiln", "probe", "inner", "--value", "7"};
+  parse_without_running(app, 5, argv);
   EXPECT_FALSE(ran);
-  EXPECT_TRUE(probe->get_subcommand("inner")->parsed());
+  EXPECT_TRUE(inner->parsed());
+  EXPECT_EQ(value, 7);
+  const char* bad[] = {"kiln", "probe", "inner", "--value", "10"};
+  EXPECT_THROW(parse_without_running(app, 5, bad), CLI::ValidationError);
+  EXPECT_FALSE(ran);
+  app.parse(3, argv);  // a plain parse afterwards runs the actions again
+  EXPECT_TRUE(ran);
+}
+
+// The fuzzer's first finding: the commands' state lives in their actions, so parsing without
+// running must keep them (removing them freed what `record verify FILE...` writes into).
+TEST(KilnCommands, ParseOnlyKeepsTheStateTheOptionsWriteInto) {
+  EXPECT_EQ(parse_only({"record", "verify", "a.rec", "b.rec", "-q"}), "");
+  EXPECT_EQ(parse_only({"predict", "c.safetensors", "a.png", "b.jpg", "--top-k", "5"}), "");
 }
 
 TEST(KilnCommands, ParseOnlyAcceptsRealCommandLinesWithoutRunningThem) {

@@ -33,12 +33,19 @@ void add_kiln_commands(CLI::App& app) {
   add_tune_command(app);
 }
 
-void remove_command_actions(CLI::App& app) {
-  app.final_callback({});
-  app.parse_complete_callback({});
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-    remove_command_actions(*sub);
+void parse_without_running(CLI::App& app, int argc, const char* const* argv) {
+  // CLI11 runs the root's parse-complete callback after every check and before the callbacks of
+  // the subcommands given, which are the commands' actions; it ends the parse there.
+  struct ArgumentsChecked {};
+  app.parse_complete_callback([] { throw ArgumentsChecked{}; });
+  try {
+    app.parse(argc, argv);
+  } catch (const ArgumentsChecked&) {
+  } catch (...) {
+    app.parse_complete_callback({});
+    throw;
   }
+  app.parse_complete_callback({});
 }
 
 }  // namespace kiln::cli

@@ -12,10 +12,12 @@ namespace kiln::cli {
 // and tune to `app`, in the order `kiln --help` lists them.
 void add_kiln_commands(CLI::App& app);
 
-// Removes the action of `app` and of every subcommand under it: app.parse() then checks the
-// arguments (subcommand and option names, counts, exclusions, each option's validator) and stops
-// where a command's work would begin. Checks that a command makes in its action (train's --config
-// file, tune's --budget, plan_launch's rank counts) are not run.
-void remove_command_actions(CLI::App& app);
+// Parses a command line as app.parse(argc, argv) does (subcommand and option names, counts,
+// exclusions, required options, each option's validator) and returns before any command's action
+// runs: nothing trains, reads data or starts a job. Throws what parse throws for a bad command
+// line. Checks a command makes in its action (train's --config file, tune's --budget,
+// plan_launch's rank counts) are not run. The actions stay in place: the options' values live
+// in state they own.
+void parse_without_running(CLI::App& app, int argc, const char* const* argv);
 
 }  // namespace kiln::cli
