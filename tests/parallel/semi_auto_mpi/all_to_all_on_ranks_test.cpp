@@ -58,6 +58,8 @@ TEST(AllToAllOnRanks, MovesEachRanksBlockAndItsGradientGoesBack) {
   // Pairs of ranks, each pair with its own tensor.
   const int64_t first = comm::rank() / 2 * 2;
   check_all_to_all(Shape({4, 5, 6}), 0, 2, {first, first + 1}, 7 + uint64_t(first));
+  // A group of one: the tensor as it is.
+  check_all_to_all(Shape({3, 4}), 1, 0, {comm::rank()}, 13);
 }
 
 TEST(AllToAllOnRanks, RefusesADimensionThatDoesNotDivideAmongTheRanks) {
