@@ -31,8 +31,10 @@ struct OpSignature {
   int threads = 1;     // the launch's kernel threads
   int32_t node = -1;   // graph mode: the node's id in its compiled graph
   uint64_t graph = 0;  // graph mode: the executable's id (Executable::id)
-  double flops = 0;    // per launch, from the op table's cost (0: not counted)
-  double bytes = 0;    // per launch: bytes read and written
+  // Graph mode: the step phase its node belongs to (graph_phases.h); graph_step when unknown.
+  train::StepPhase phase = train::StepPhase::graph_step;
+  double flops = 0;  // per launch, from the op table's cost (0: not counted)
+  double bytes = 0;  // per launch: bytes read and written
 };
 
 struct OpEvent {

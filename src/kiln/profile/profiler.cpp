@@ -15,6 +15,7 @@
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/kernel_name.h"
 #include "kiln/ops/machine_peaks.h"
+#include "kiln/profile/graph_phases.h"
 #include "kiln/profile/raw_files.h"
 #include "kiln/profile/report.h"
 
@@ -229,6 +230,7 @@ class Profiler::Collector final : public train::StepTraceSink {
     data_.ops.insert(data_.ops.end(), ops.begin(), ops.end());
     data_.allocations.insert(data_.allocations.end(), allocations.begin(), allocations.end());
     data_.stop_ns = now;
+    profile::split_graph_steps(data_);
     data_.allocator_peak_bytes = allocator::stats().peak_bytes;
     data_.threads = int(threads_.size());
   }
@@ -382,6 +384,7 @@ class Profiler::Collector final : public train::StepTraceSink {
   uint32_t graph_signatures(const graph::Executable& exe) {
     auto [it, added] = graph_signatures_.emplace(exe.id(), uint32_t(data_.signatures.size()));
     if (!added) return it->second;
+    const std::vector<train::StepPhase> phases = profile::node_phases(exe.graph());
     for (size_t i = 0; i < exe.num_launches(); ++i) {
       graph::LaunchInfo info = exe.launch_info(i);
       profile::OpSignature s;
@@ -395,6 +398,7 @@ class Profiler::Collector final : public train::StepTraceSink {
       s.dtype = compute_dtype(info.inputs, info.outputs);
       s.threads = exe.launch_threads(i);
       s.node = info.node;
+      if (info.node >= 0) s.phase = phases[size_t(info.node)];
       s.graph = exe.id();
       s.flops = info.cost.flops;
       s.bytes = info.cost.bytes;
