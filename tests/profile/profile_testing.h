@@ -1,7 +1,9 @@
 #pragma once
 // A short LeNet training run under the profiler, shared by the profile tests.
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kiln/core/context.h"
@@ -47,6 +49,27 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// Compiled steps take the per-kernel thread strategy for one test instead of racing the
+// strategies, so one thread launches the whole batch's graph whatever the machine's load.
+class PerKernelThreads {
+ public:
+  PerKernelThreads() {
+    const char* given = std::getenv("KILN_THREAD_STRATEGY");
+    if (given) before_ = given;
+    setenv("KILN_THREAD_STRATEGY", "per_kernel", 1);
+  }
+  ~PerKernelThreads() {
+    if (before_) {
+      setenv("KILN_THREAD_STRATEGY", before_->c_str(), 1);
+    } else {
+      unsetenv("KILN_THREAD_STRATEGY");
+    }
+  }
+
+ private:
+  std::optional<std::string> before_;
 };
 
 // Sets the execution mode for one test.

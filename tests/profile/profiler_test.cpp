@@ -171,6 +171,9 @@ TEST(ProfilerCollects, OnlyOneProfilerAtATime) {
 }
 
 TEST(ProfilerCollects, GraphLaunchesEqualTheExecutedLaunches) {
+  // The whole batch's graph runs every step (on a busy machine batch slices side by side may
+  // win the thread strategies' race, and run graphs of their own).
+  testing::PerKernelThreads per_kernel;
   auto model = lenet_model();
   train::CompiledTrainStep step(model->network(), model->loss_fn(), model->optimizer());
   step.set_verbose(false);
@@ -250,18 +253,7 @@ TEST(ProfilerCollects, EagerPhasesAddUpToTheStep) {
 TEST(ProfilerCollects, GraphPhasesAddUpToTheStep) {
   using train::StepPhase;
   // One thread launches every node (batch slices side by side would interleave the phases).
-  struct PerKernelThreads {
-    const char* given = std::getenv("KILN_THREAD_STRATEGY");
-    const std::string before = given ? given : "";
-    PerKernelThreads() { setenv("KILN_THREAD_STRATEGY", "per_kernel", 1); }
-    ~PerKernelThreads() {
-      if (before.empty()) {
-        unsetenv("KILN_THREAD_STRATEGY");
-      } else {
-        setenv("KILN_THREAD_STRATEGY", before.c_str(), 1);
-      }
-    }
-  } per_kernel;
+  testing::PerKernelThreads per_kernel;
   const Collection c = expect_phases_make_up_the_steps(
       GRAPH_MODE, {StepPhase::forward, StepPhase::backward, StepPhase::update});
   int checked = 0;
