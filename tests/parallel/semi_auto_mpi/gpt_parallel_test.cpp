@@ -37,6 +37,15 @@ models::GptConfig config() {
           .mlp_ratio = 4};
 }
 
+// One block eight times as wide: its MLP's [512, 128] and [128, 512] weights outweigh the 32
+// tokens of a batch, so moving activations costs less than moving weights or their gradients.
+models::GptConfig wide_config() {
+  models::GptConfig c = config();
+  c.num_layers = 1;
+  c.embed_dim = 128;
+  return c;
+}
+
 // Tokens and their next tokens: a fixed pseudo-random text per step.
 std::pair<Tensor, Tensor> batch(int step) {
   Generator gen(900 + uint64_t(step));
@@ -57,7 +66,7 @@ enum class Parallel { none, megatron_by_hand, auto_search };
 
 // `memory_limit_mb`: AUTO_PARALLEL's limit per rank (0: none).
 TrainedRun train(Parallel how, const std::string& search = "dynamic_programming",
-                 double memory_limit_mb = 0) {
+                 double memory_limit_mb = 0, const models::GptConfig& model = config()) {
   set_context({.mode = GRAPH_MODE});
   const int64_t n = comm::size();
   switch (how) {
@@ -78,9 +87,9 @@ TrainedRun train(Parallel how, const std::string& search = "dynamic_programming"
   const bool sharded = how != Parallel::none;
   // Rank-dependent seeds when sharded: the run must start from rank 0's whole values.
   set_seed(sharded ? 21 + uint64_t(comm::rank()) : 21);
-  models::Gpt net(config());
+  models::Gpt net(model);
   if (how == Parallel::megatron_by_hand) {
-    for (int64_t i = 0; i < config().num_layers; ++i) {
+    for (int64_t i = 0; i < model.num_layers; ++i) {
       models::GptBlock& block = net.block(i);
       block.attention().qkv().matmul().shard({{n, 1, 1}, {1, 1}});
       block.mlp().mapping().matmul().shard({{1, 1, 1}, {n, 1}});
@@ -107,6 +116,11 @@ TrainedRun train(Parallel how, const std::string& search = "dynamic_programming"
 
 const TrainedRun& single_process() {
   static const TrainedRun t = train(Parallel::none);
+  return t;
+}
+
+const TrainedRun& single_process_wide() {
+  static const TrainedRun t = train(Parallel::none, "", 0, wide_config());
   return t;
 }
 
@@ -148,6 +162,21 @@ TEST(GptParallel, AutoParallelUnderATightMemoryLimitSplitsTheWeightsAndEqualsSin
     }
   }
   EXPECT_GE(split, 2) << "the big weights are not split:\n" << got.plan;
+}
+
+// With no memory limit, the wide block's shape alone makes the search split its MLP's weights and
+// run those matmuls model parallel (Megatron's split, found rather than given).
+TEST(GptParallel, AutoParallelRunsTheWideMlpModelParallelAndEqualsSingleProcess) {
+  const TrainedRun got = train(Parallel::auto_search, "dynamic_programming", 0, wide_config());
+  expect_same_training(got, single_process_wide());
+  int model_parallel = 0;
+  for (const char* weight : {"blocks.0.mlp.mapping.weight", "blocks.0.mlp.projection.weight"}) {
+    model_parallel +=
+        testing::holds_split(got.plan, weight) && testing::runs_model_parallel(got.plan, weight)
+            ? 1
+            : 0;
+  }
+  EXPECT_GE(model_parallel, 1) << "no MLP weight is split and run model parallel:\n" << got.plan;
 }
 
 TEST(GptParallel, AutoParallelOtherSearchModesEqualSingleProcess) {
