@@ -66,17 +66,21 @@ TEST(PlacementKey, EqualKeysAreTheSamePlacement) {
 TEST(PlacementKey, RedistributionSecondsAreWhatThePlanTakes) {
   std::mt19937_64 gen(5);
   const CommCostModel model{.alpha_s = 7e-6, .beta_s_per_byte = 0.3e-9};
-  int priced = 0;
+  int priced = 0, moved = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     const int64_t ranks = int64_t(1) << (1 + trial % 4);
     const Shape shape({16, 32, 8});
     const TensorLayout from = random_layout(shape, ranks, trial % 2 == 0, gen);
     const TensorLayout to = random_layout(shape, ranks, false, gen);
-    double exact = 0;
+    Redistribution plan;
     try {
-      exact = plan_redistribution(from, to, 0, DType::f32, model).seconds;
+      plan = plan_redistribution(from, to, 0, DType::f32, model);
     } catch (const Error&) {
       continue;  // a sequence these steps cannot do (the search checks its choice exactly)
+    }
+    const double exact = plan.seconds;
+    for (const RedistributionStep& s : plan.steps) {
+      moved += s.kind == RedistributionStep::Kind::all_to_all ? 1 : 0;
     }
     const double fast =
         redistribution_seconds(PlacementKey::of(from), PlacementKey::of(to), DType::f32, model);
@@ -84,6 +88,7 @@ TEST(PlacementKey, RedistributionSecondsAreWhatThePlanTakes) {
     ++priced;
   }
   EXPECT_GT(priced, 1500);
+  EXPECT_GT(moved, 50);  // the trials include splits an all_to_all moves between dimensions
   // Partial sums are never a target.
   TensorLayout partial = TensorLayout::replicated(Shape({4, 4}), 2);
   partial.partial = {0};
