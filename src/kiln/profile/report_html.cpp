@@ -33,6 +33,7 @@ svg.chart{background:#fcfcfc;border:1px solid #eee}pre{background:#f7f7f7;paddin
 .verdict{background:#f6f8fb;border-left:4px solid #4c78a8;padding:.5em .8em;margin:.5em 0}
 td.kernel{font-family:ui-monospace,monospace;font-size:12px;max-width:16em}
 td.shapes{font-size:12px;color:#444;min-width:14em}
+td.layout{font-size:12px;color:#444;white-space:nowrap}
 #top-ops{font-size:12px}
 .scroll{max-height:640px;overflow:auto;border:1px solid #eee}.scroll th{position:sticky;top:0}
 nav a{margin-right:1em}
