@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Faults in a data-parallel job of the kiln command: a rank killed by SIGKILL, a rank that fails
-# alone, and ranks that disagree. Each must end the whole job, non-zero, within 30 s, with a
+# alone, ranks that disagree, and a rank that runs out of memory. Each must end the whole job, non-zero, within 30 s, with a
 # message that names the rank (or, for a disagreement, the same error from every rank).
 set -uo pipefail
 kiln=$1
@@ -74,6 +74,26 @@ count=$(grep -c "disagree on what they train" "$work/mismatch.log")
 grep -q "per-rank batch size: rank 0 has 16; rank 1 has 8" "$work/mismatch.log" ||
   fail "mismatch: the message does not give each rank's batch size"
 
+# 4. Rank 1 runs out of memory (std::bad_alloc) while rank 0 waits for it: its address space is
+# capped. Where a cap lands (in MPI, a thread's stack, or a tensor) depends on the machine, so a
+# few caps are tried; each must end the whole job with status 2 naming rank 1, and at least one
+# must reach Kiln's out-of-memory guard.
+out_of_memory=0
+failures_before=$failures
+for cap_kb in 250000 300000 350000 400000; do
+  start=$(date +%s%3N)
+  timeout 60 mpirun -np 1 --oversubscribe --bind-to none "$kiln" "${train[@]}" --steps 30 --batch-size 16 : \
+    -np 1 bash -c "ulimit -v $cap_kb; exec \"\$0\" \"\$@\"" "$kiln" "${train[@]}" --steps 30 --batch-size 16 \
+    >"$work/oom-$cap_kb.log" 2>&1
+  status=$?
+  elapsed=$(($(date +%s%3N) - start))
+  [ "$status" -eq 2 ] || fail "oom: with rank 1 capped at $cap_kb KiB the job ended with status $status"
+  [ "$elapsed" -lt 30000 ] || fail "oom: the job took ${elapsed} ms to end"
+  grep -q "rank 1 of 2: error: out of memory" "$work/oom-$cap_kb.log" && out_of_memory=1
+done
+[ "$out_of_memory" -eq 1 ] || fail "oom: no cap made rank 1 report 'rank 1 of 2: error: out of memory'"
+[ "$failures" -ne "$failures_before" ] || echo "oom: every capped job ended with status 2"
+
 if [ "$failures" -ne 0 ]; then
   for f in "$work"/*.log; do
     echo "---- $f"
@@ -81,4 +101,4 @@ if [ "$failures" -ne 0 ]; then
   done
   exit 1
 fi
-echo "faults: 3 passed, 0 failed"
+echo "faults: 4 passed, 0 failed"
