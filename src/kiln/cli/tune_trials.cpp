@@ -35,7 +35,9 @@ constexpr double kMaxWindowS = 4.0;           // longer ones buy little precisio
 constexpr double kFirstGuessOverheadS = 1.0;  // a trial's warm-up before any was timed
 constexpr double kGraphGuessOverheadS = 3.0;  // ... in graph mode (compilation, races)
 constexpr double kWarmupMargin = 1.5;         // a trial starts when its warm-up fits this often
-constexpr int64_t kTrialEpochs = 1'000'000;   // trials stop on time, never on epochs
+// A step (or sink) on a busy machine may take this many times the last one.
+constexpr double kNextCallMargin = 1.5;
+constexpr int64_t kTrialEpochs = 1'000'000;  // trials stop on time, never on epochs
 // Sink sizes tried, each cut to what fits kMinTimedSinks times in the trial's window.
 constexpr int64_t kSinkSizes[] = {8, 64};
 constexpr int64_t kMinTimedSinks = 3;
@@ -63,11 +65,12 @@ class TrialClock : public train::Callback {
     if (warm) {
       timed_steps_ += steps;
       images_ += p.batch_size * steps;
-      // The pace after the warm-up (whose first step compiles) predicts the next call.
-      next_call_s_ = seconds_between(last_, now);
     } else if (steps_ >= kTrialWarmupSteps) {
       start_ = now;
     }
+    // The last call's pace predicts the next, with a margin for a busy machine's swings; the
+    // first call's (which compiles in graph mode) predicts nothing.
+    if (calls_++ > 0) next_call_s_ = kNextCallMargin * seconds_between(last_, now);
     last_ = now;
     const auto next_end = now + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(next_call_s_));
@@ -92,7 +95,7 @@ class TrialClock : public train::Callback {
  private:
   double window_s_;
   Clock::time_point deadline_, start_, last_;
-  int64_t steps_ = 0, timed_steps_ = 0, images_ = 0;
+  int64_t steps_ = 0, timed_steps_ = 0, images_ = 0, calls_ = 0;
   double next_call_s_ = 0;
   bool stopped_by_budget_ = false;
 };
