@@ -12,6 +12,9 @@ install(TARGETS kiln_cli_main RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")
 install(EXPORT KilnTargets NAMESPACE Kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
+# The same targets as this build tree has them, for another tree of this project that links the
+# engine instead of compiling it again (fuzz/CMakeLists.txt's KILN_ENGINE_BUILD).
+export(EXPORT KilnTargets NAMESPACE Kiln:: FILE ${PROJECT_BINARY_DIR}/KilnBuildTreeTargets.cmake)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/KilnConfig.cmake.in
   ${PROJECT_BINARY_DIR}/KilnConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/KilnConfigVersion.cmake

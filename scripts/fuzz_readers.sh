@@ -2,8 +2,9 @@
 # Fuzzes every other reader of outside bytes (the record reader has scripts/fuzz_record.sh): the
 # IDX reader, checkpoint loading with its training state, YAML configuration files with the
 # numeric option checks, the PNG/JPEG decoders, and the command line (every subcommand's parser
-# with its option checks; cli_args_fuzzer links the whole engine, built plain). Builds fuzz/ with
-# clang (libFuzzer + ASan + UBSan) in build-fuzz, then runs each fuzzer for a bounded time from
+# with its option checks; cli_args_fuzzer links the whole engine: the Release build's libraries
+# where build/ has them, else compiled here, plain). Builds fuzz/ with clang (libFuzzer + ASan +
+# UBSan) in build-fuzz, then runs each fuzzer for a bounded time from
 # its corpus in fuzz/corpus/<name> (copied, so runs never grow the repository): three rounds of
 # SECONDS. Exits non-zero when a fuzzer finds a crash; the reproducer is left in build-fuzz/fuzz/
 # (make it a regression test).
@@ -13,9 +14,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_FUZZ_BUILD:-$root/build-fuzz}
 seconds=${1:-12}
 
+# The argument fuzzer links the engine's libraries from the Release build when there is one
+# (brought up to date first; scripts/test.sh has just built it), instead of compiling them again.
+engine=${KILN_BUILD_DIR:-$root/build}
+engine_flag=-DKILN_ENGINE_BUILD=
+if [ -f "$engine/KilnBuildTreeTargets.cmake" ]; then
+  cmake --build "$engine" --target kiln_profile kiln_onnx >/dev/null
+  engine_flag=-DKILN_ENGINE_BUILD=$engine
+fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DKILN_FUZZ=ON -DKILN_TESTS=OFF -DKILN_BENCH=OFF >/dev/null
+  -DKILN_FUZZ=ON -DKILN_TESTS=OFF -DKILN_BENCH=OFF "$engine_flag" >/dev/null
 ninja -C "$build" -j "${KILN_FUZZ_JOBS:-2}" idx_fuzzer checkpoint_fuzzer yaml_config_fuzzer \
   image_decoder_fuzzer cli_args_fuzzer
 
