@@ -62,9 +62,13 @@ constexpr const char* kScript = R"(
 })();
 )";
 
-std::string phase_legend(bool with_other) {
+// The phases some step spent time in (graph mode's compiled step is split after profiling).
+std::string phase_legend(const ProfileData& data, bool with_other) {
   std::string s = "<div class=legend>";
   for (int p = 0; p < train::kNumStepPhases; ++p) {
+    const bool seen = std::any_of(data.steps.begin(), data.steps.end(),
+                                  [p](const StepRow& r) { return r.phase_us[size_t(p)] > 0; });
+    if (!seen) continue;
     s += "<span><i style=\"background:" + std::string(kPhaseColours[p]) + "\"></i>" +
          esc(std::string(train::step_phase_name(train::StepPhase(p)))) + "</span>";
   }
@@ -139,7 +143,7 @@ std::string step_section(const ProfileData& data) {
   s << "<text x=" << left << " y=" << height + 15 << " font-size=11>step "
     << data.steps.front().global_step << "</text><text x=" << width - 80 << " y=" << height + 15
     << " font-size=11>step " << data.steps.back().global_step << "</text></svg>";
-  s << phase_legend(true);
+  s << phase_legend(data, true);
   return s.str();
 }
 
