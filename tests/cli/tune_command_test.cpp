@@ -151,6 +151,28 @@ TEST(TuneCommand, ConfigFileCarriesTheSinkSize) {
   fs::remove(yaml);
 }
 
+// The baseline is eager and unfused; a config file naming eager must still say fusion off, or
+// kiln train's default (on) would stand in for what was timed.
+TEST(TuneCommand, ConfigFileCarriesFusionInEagerMode) {
+  const fs::path yaml =
+      fs::temp_directory_path() / ("kiln-tune-eager-" + std::to_string(getpid()) + ".yaml");
+  TuneConfig c;
+  TuneResult r;
+  r.best.model = "lenet";
+  r.best.mode = "eager";
+  for (bool fusion : {false, true}) {
+    r.best.graph_kernel = fusion;
+    {
+      std::ofstream file(yaml);
+      file << tune_yaml(c, r);
+    }
+    const TrainConfig t = parse_train_config(yaml.string());
+    EXPECT_EQ(t.mode, "eager");
+    EXPECT_EQ(t.graph_kernel, fusion);
+  }
+  fs::remove(yaml);
+}
+
 TEST(TuneCommand, OnlyNamesTheOptionsItTakes) {
   TuneConfig c;
   c.only = {"sink-size", "fusion-on"};

@@ -119,7 +119,8 @@ std::string tune_yaml(const TuneConfig& config, const TuneResult& r) {
   if (!config.data_dir.empty()) y << "data-dir: \"" << config.data_dir << "\"\n";
   if (config.threads > 0) y << "threads: " << config.threads << "\n";
   y << "mode: " << b.mode << "\n";
-  if (b.mode == "graph") y << "graph-kernel: " << (b.graph_kernel ? "on" : "off") << "\n";
+  // Written in eager mode too: kiln train's default is on, which would not be what was timed.
+  y << "graph-kernel: " << (b.graph_kernel ? "on" : "off") << "\n";
   y << "amp-level: " << b.amp_level << "\n";
   y << "workers: " << b.workers << "\n";
   y << "prefetch: " << b.prefetch << "\n";
