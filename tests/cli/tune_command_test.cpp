@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "kiln/core/error.h"
 
@@ -128,49 +129,45 @@ TEST(TuneCommand, SinkSizeTrialsRunWholeSinksWithinTheBudget) {
   fs::remove(yaml);
 }
 
-TEST(TuneCommand, ConfigFileCarriesTheSinkSize) {
+// The config file tune writes for `r`, as kiln train --config reads it back.
+std::pair<std::string, TrainConfig> written_config(const TuneResult& r) {
   const fs::path yaml =
       fs::temp_directory_path() / ("kiln-tune-yaml-" + std::to_string(getpid()) + ".yaml");
-  TuneConfig c;
+  const std::string text = tune_yaml(TuneConfig{}, r);
+  {
+    std::ofstream file(yaml);
+    file << text;
+  }
+  TrainConfig read = parse_train_config(yaml.string());
+  fs::remove(yaml);
+  return {text, read};
+}
+
+TEST(TuneCommand, ConfigFileCarriesTheSinkSize) {
   TuneResult r;
   r.best.model = "lenet";
   r.best.mode = "graph";
-  r.best.sink_size = 16;
   for (int64_t sink : {16, 0}) {
     r.best.sink_size = sink;
-    const std::string text = tune_yaml(c, r);
+    const auto [text, t] = written_config(r);
     EXPECT_EQ(text.find("sink-size:") != std::string::npos, sink != 0) << text;
-    {
-      std::ofstream file(yaml);
-      file << text;
-    }
-    const TrainConfig t = parse_train_config(yaml.string());
     EXPECT_EQ(t.sink_size, sink) << text;
     EXPECT_EQ(t.mode, "graph") << text;
   }
-  fs::remove(yaml);
 }
 
 // The baseline is eager and unfused; a config file naming eager must still say fusion off, or
 // kiln train's default (on) would stand in for what was timed.
 TEST(TuneCommand, ConfigFileCarriesFusionInEagerMode) {
-  const fs::path yaml =
-      fs::temp_directory_path() / ("kiln-tune-eager-" + std::to_string(getpid()) + ".yaml");
-  TuneConfig c;
   TuneResult r;
   r.best.model = "lenet";
   r.best.mode = "eager";
   for (bool fusion : {false, true}) {
     r.best.graph_kernel = fusion;
-    {
-      std::ofstream file(yaml);
-      file << tune_yaml(c, r);
-    }
-    const TrainConfig t = parse_train_config(yaml.string());
-    EXPECT_EQ(t.mode, "eager");
-    EXPECT_EQ(t.graph_kernel, fusion);
+    const auto [text, t] = written_config(r);
+    EXPECT_EQ(t.mode, "eager") << text;
+    EXPECT_EQ(t.graph_kernel, fusion) << text;
   }
-  fs::remove(yaml);
 }
 
 TEST(TuneCommand, OnlyNamesTheOptionsItTakes) {

@@ -249,4 +249,21 @@ bool is_elementwise(const Node& node) {
          (node.type == NodeType::op && ops::op_def(node.op).tile != nullptr);
 }
 
+bool is_collective(const Node& n) {
+  if (n.type != NodeType::op) return false;
+  switch (n.op) {
+    case ops::OpKind::all_reduce:
+    case ops::OpKind::broadcast:
+    case ops::OpKind::all_gather:
+    case ops::OpKind::reduce_scatter:
+    case ops::OpKind::all_to_all:
+    case ops::OpKind::barrier:
+    case ops::OpKind::all_reduce_bucket_start:
+    case ops::OpKind::all_reduce_bucket_wait:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace kiln::graph

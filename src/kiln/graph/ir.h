@@ -157,5 +157,8 @@ bool has_side_effects(const Node& node);
 bool is_view(const Node& node);
 // Whether the node is elementwise: a fused chain, or one op with a tile function.
 bool is_elementwise(const Node& node);
+// Whether the node is a collective across ranks (never merged, folded, fused or removed apart
+// from its rank peers: every rank must run the same collectives in the same order).
+bool is_collective(const Node& node);
 
 }  // namespace kiln::graph

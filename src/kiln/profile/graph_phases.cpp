@@ -10,23 +10,6 @@ namespace {
 
 using train::StepPhase;
 
-bool is_collective(const graph::Node& node) {
-  if (node.type != graph::NodeType::op) return false;
-  switch (node.op) {
-    case ops::OpKind::all_reduce:
-    case ops::OpKind::broadcast:
-    case ops::OpKind::all_gather:
-    case ops::OpKind::reduce_scatter:
-    case ops::OpKind::all_to_all:
-    case ops::OpKind::barrier:
-    case ops::OpKind::all_reduce_bucket_start:
-    case ops::OpKind::all_reduce_bucket_wait:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Whether the node writes step state (a parameter, optimizer state) in place.
 bool writes_state(const graph::Graph& g, const graph::Node& node) {
   const uint32_t mutated = graph::mutated_inputs(node);
@@ -60,10 +43,10 @@ std::vector<StepPhase> node_phases(const graph::Graph& g) {
   for (graph::NodeId n = 0; n < graph::NodeId(g.num_nodes()); ++n) {
     const graph::Node& node = g.node(n);
     if (node.dead) continue;
-    phase[size_t(n)] = forward[size_t(n)]      ? StepPhase::forward
-                       : is_collective(node)   ? StepPhase::communication
-                       : writes_state(g, node) ? StepPhase::update
-                                               : StepPhase::backward;
+    phase[size_t(n)] = forward[size_t(n)]           ? StepPhase::forward
+                       : graph::is_collective(node) ? StepPhase::communication
+                       : writes_state(g, node)      ? StepPhase::update
+                                                    : StepPhase::backward;
   }
   return phase;
 }

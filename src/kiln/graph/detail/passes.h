@@ -76,9 +76,6 @@ int schedule_updates_early(Graph& graph);
 int schedule_collectives(Graph& graph);
 
 // Helpers shared by the passes.
-// Whether the node is a collective across ranks (never merged, folded, fused or removed apart
-// from its rank peers: every rank must run the same collectives in the same order).
-bool is_collective(const Node& node);
 // Whether the node is an optimizer update (sgd_update, momentum_update, adam_update).
 bool is_optimizer_update(const Node& node);
 // Whether the node may be merged, folded or fused (no side effects, not random).

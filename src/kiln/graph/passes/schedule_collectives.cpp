@@ -7,23 +7,6 @@
 
 namespace kiln::graph::passes {
 
-bool is_collective(const Node& n) {
-  if (n.type != NodeType::op) return false;
-  switch (n.op) {
-    case ops::OpKind::all_reduce:
-    case ops::OpKind::broadcast:
-    case ops::OpKind::all_gather:
-    case ops::OpKind::reduce_scatter:
-    case ops::OpKind::all_to_all:
-    case ops::OpKind::barrier:
-    case ops::OpKind::all_reduce_bucket_start:
-    case ops::OpKind::all_reduce_bucket_wait:
-      return true;
-    default:
-      return false;
-  }
-}
-
 int schedule_collectives(Graph& graph) {
   const std::vector<NodeId> order = graph.schedule();
   std::vector<int> pos(graph.num_nodes(), -1);
