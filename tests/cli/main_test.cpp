@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 
+#include "kiln/core/cpu_isa.h"
 #include "testing/kiln_command.h"
 
 namespace {
@@ -41,6 +42,23 @@ TEST(KilnExecutable, InfoShowsCpuAndOneDnn) {
   Result help = run("train --help");
   EXPECT_EQ(help.status, 0) << help.output;
   EXPECT_NE(help.output.find("--batch-size"), std::string::npos);
+}
+
+// Which variant of Kiln's own kernels runs (core/cpu_isa.h): the CPU's best unless
+// KILN_MAX_CPU_ISA caps it, and a value that names no variant is an error, not a silent default.
+TEST(KilnExecutable, KernelIsaFollowsTheCpuAndKilnMaxCpuIsa) {
+  const std::string best = kiln::cpu::isa_name(kiln::cpu::kernel_isa()).data();
+  Result r = run("info");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("kernels: " + best + " (built for "), std::string::npos) << r.output;
+  Result capped = kiln::testing::run_kiln("info --json", "KILN_MAX_CPU_ISA=baseline ");
+  EXPECT_EQ(capped.status, 0) << capped.output;
+  EXPECT_NE(capped.output.find("\"isa\":\"baseline\""), std::string::npos) << capped.output;
+  Result bad = kiln::testing::run_kiln("info", "KILN_MAX_CPU_ISA=avx9000 ");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("kiln: error: KILN_MAX_CPU_ISA=avx9000: expected baseline or avx512"),
+            std::string::npos)
+      << bad.output;
 }
 
 }  // namespace

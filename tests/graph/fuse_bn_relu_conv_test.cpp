@@ -97,7 +97,7 @@ TEST(FuseBnReluConv, FusesAndTrainsBitForBitAsWithout) {
 // fused[batch_norm,relu] output and the convolution reads it as before; so where the
 // convolution is too small for the Winograd kernel.
 TEST(FuseBnReluConv, OtherReadersKeepTheReluOutput) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   Tensor w = random_tensor({16, 16, 3, 3}, 6, -0.2f, 0.2f);
   Tensor gamma = random_tensor({16}, 7, 0.5f, 1.5f), beta = random_tensor({16}, 8);
   Tensor rm = Tensor::zeros({16}), rv = Tensor::ones({16});

@@ -77,7 +77,7 @@ const NamedCase kCases[] = {
 class FusePooledConvGradCase : public ::testing::TestWithParam<NamedCase> {};
 
 TEST_P(FusePooledConvGradCase, MatchesUnfusedAndFuses) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   expect_fused(GetParam().c, 1);
 }
 
@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FusePooledConvGradCase, ::testing::ValuesIn(kCa
 // (as in the one-pass pooling gradient), at each of the three compares; all-negative windows pass
 // nothing through the relu mask.
 TEST(FusePooledConvGrad, TiesGoToTheFirstPixelAndNegativeWindowsToNone) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   const Case c{.n = 2,
                .c = 2,
                .h = 8,
@@ -122,7 +122,7 @@ TEST(FusePooledConvGrad, TiesGoToTheFirstPixelAndNegativeWindowsToNone) {
 // Not fused: a reader of the dense gradient besides the convolution, more channels than the
 // kernel takes, a strided convolution.
 TEST(FusePooledConvGrad, LeavesOtherShapesAndReadersAlone) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   const Case base{.n = 2,
                   .c = 6,
                   .h = 14,
@@ -178,7 +178,7 @@ GraphFn first_layer(bool bias) {
 }
 
 TEST(FusePooledConvGrad, FirstLayerForwardKeepsWinnersInsteadOfTheReluOutput) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   struct Shape3 {
     int64_t n, h, w;
   };
@@ -204,7 +204,7 @@ TEST(FusePooledConvGrad, FirstLayerForwardKeepsWinnersInsteadOfTheReluOutput) {
 
 // The relu output also read elsewhere (here: returned) keeps the plain forward.
 TEST(FusePooledConvGrad, ReluOutputWithAnotherReaderKeepsThePlainForward) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   GraphFn fn = [](const std::vector<Tensor>& in) {
     std::vector<Tensor> out = first_layer(false)(in);
     out.push_back(ops::relu(ops::conv2d(in[0], in[1], Tensor(), {.padding = {2, 2}})));
@@ -276,7 +276,7 @@ SecondLayerRun run_second_layer(const std::vector<Tensor>& in, bool pooled_also_
 // A oneDNN convolution writes r, and only the pool records the winners; the flatten that reads
 // the pooled output becomes a view of it.
 TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   for (bool pooled_also_returned : {false, true}) {
     run_second_layer(second_layer_inputs(5, 31), pooled_also_returned,
                      NodeType::max_pool_with_winners);
@@ -287,7 +287,7 @@ TEST(FusePooledConvGrad, SecondLayerPoolRecordsWinnersAndFlattensInPlace) {
 // at a time into the workspace and each half is pooled from there (conv_relu_pool), so the relu
 // output is never whole.
 TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   EXPECT_EQ(conv_pool_chunk(64, 16 * 10 * 10 * 4), 32);
   EXPECT_EQ(conv_pool_chunk(5, 16 * 10 * 10 * 4), 0) << "small enough whole";
   EXPECT_EQ(conv_pool_chunk(67, 16 * 10 * 10 * 4), 0) << "no chunk of 16 or more images divides 67";
@@ -309,7 +309,7 @@ TEST(FusePooledConvGrad, LargeSecondLayerForwardRunsInChunksThatArePooledAtOnce)
 
 // The kernel refuses tensors it cannot read at bind time with an error naming the node.
 TEST(FusePooledConvGrad, KernelRefusesUnsupportedOperands) {
-  if (!kiln::testing::kAvx512KernelsBuilt) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
   Node node;
   node.type = NodeType::pooled_conv_grad;
   node.op = ops::OpKind::conv2d_backward_weights;

@@ -1,20 +1,16 @@
 #pragma once
 // What the tests of the hand-written convolution kernels (conv_single_channel, conv_col2im)
-// share: a named reference case, and whether the kernels are in this build at all.
+// share: a named reference case, and whether the kernels run on this CPU.
 #include <array>
 #include <ostream>
 
 #include "nn_reference.h"
+#include "testing/cpu_features.h"
 
 namespace kiln::testing {
 
-// The kernels are compiled only for AVX-512 targets; elsewhere can_run is false, the ops run
-// oneDNN, and the kernel tests have nothing to check.
-#if defined(__AVX512F__)
-inline constexpr bool kConvKernelsBuilt = true;
-#else
-inline constexpr bool kConvKernelsBuilt = false;
-#endif
+// The kernels run only where Kiln's AVX-512 variants do (cpu_features.h); elsewhere can_run is
+// false, the ops run oneDNN, and the kernel tests have nothing to check.
 
 struct ConvKernelCase {
   const char* name;

@@ -17,6 +17,7 @@
 
 #include "kiln/cli/ops_reference.h"
 #include "kiln/cli/option_checks.h"
+#include "kiln/core/cpu_isa.h"
 #include "kiln/core/error.h"
 #include "kiln/core/kernel_threads.h"
 #include "kiln/core/threads.h"
@@ -79,6 +80,11 @@ nlohmann::ordered_json collect() {
   j["cpu"]["brand"] = cpu.brand;
   for (auto& [name, on] : cpu.flags) j["cpu"]["features"][name] = on;
   const dnnl_version_t* v = dnnl_version();
+  // Kiln's own kernels: the x86-64 level the engine was compiled for, and the variant its
+  // ISA-dispatched kernels run here (core/cpu_isa.h).
+  j["kernels"]["baseline"] = std::string(cpu::baseline_isa());
+  j["kernels"]["avx512_variants_built"] = cpu::avx512_variants_built();
+  j["kernels"]["isa"] = std::string(cpu::isa_name(cpu::kernel_isa()));
   j["onednn"]["version"] =
       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   j["onednn"]["hash"] = v->hash ? v->hash : "";
@@ -127,6 +133,10 @@ void print_text(const nlohmann::ordered_json& j) {
     std::cout << ' ' << name << '=' << (on.get<bool>() ? "yes" : "no");
   }
   std::cout << "\n";
+  std::cout << "kernels: " << j["kernels"]["isa"].get<std::string>() << " (built for "
+            << j["kernels"]["baseline"].get<std::string>()
+            << (j["kernels"]["avx512_variants_built"].get<bool>() ? ", with AVX-512 variants" : "")
+            << ")\n";
   std::cout << "oneDNN: " << j["onednn"]["version"].get<std::string>() << " (isa "
             << j["onednn"]["effective_isa"].get<std::string>() << ", runtime "
             << j["onednn"]["cpu_runtime"].get<std::string>() << ")\n";

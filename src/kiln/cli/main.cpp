@@ -7,6 +7,7 @@
 
 #include "kiln/cli/commands.h"
 #include "kiln/comm/communicator.h"
+#include "kiln/core/cpu_isa.h"
 #include "kiln/core/error.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   try {
     kiln::cli::add_kiln_commands(app);
+    kiln::cpu::kernel_isa();  // a bad KILN_MAX_CPU_ISA is an error before any work starts
     if (argc == 1) {
       // Bare `kiln`: the usage, and status 2 as for any other missing argument (docs/errors.md).
       std::cerr << app.help();

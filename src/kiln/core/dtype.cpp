@@ -1,5 +1,7 @@
 #include "kiln/core/dtype.h"
 
+#include "kiln/core/bf16_convert.h"
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -7,10 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-
-// GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace kiln {
 
@@ -98,51 +96,15 @@ float load_as_float(const void* p, int64_t i) {
   }
 }
 
-// bf16 <-> f32 are the AMP hot path (every cast, and every bf16 tile the pointwise engine
-// loads or stores), so they get explicit 16-wide loops. The f32 -> bf16 one repeats
-// float_to_bf16's integer rounding exactly (rather than vcvtneps2bf16, which flushes denormals)
-// so vector and scalar paths agree bit for bit.
-void bf16_to_f32_serial(const bf16_t* in, float* out, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-    _mm512_storeu_si512(out + i, w);
-  }
-#endif
-  for (; i < n; ++i) out[i] = bf16_to_float(in[i]);
-}
-
-void f32_to_bf16_serial(const float* in, bf16_t* out, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i bias = _mm512_set1_epi32(0x7fff);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
-  for (; i + 16 <= n; i += 16) {
-    __m512i u = _mm512_loadu_si512(in + i);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-    __m512i r = _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), quiet);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
-  }
-#endif
-  for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
-}
-
 template <class Src, class Dst>
 void convert_serial(const void* src, void* dst, int64_t n) {
   auto* out = static_cast<Dst*>(dst);
   if constexpr (std::is_same_v<Src, Dst>) {
     std::memcpy(dst, src, size_t(n) * sizeof(Src));
   } else if constexpr (std::is_same_v<Src, float> && std::is_same_v<Dst, bf16_t>) {
-    f32_to_bf16_serial(static_cast<const float*>(src), out, n);
+    detail::f32_to_bf16_n(static_cast<const float*>(src), out, n);
   } else if constexpr (std::is_same_v<Src, bf16_t> && std::is_same_v<Dst, float>) {
-    bf16_to_f32_serial(static_cast<const bf16_t*>(src), out, n);
+    detail::bf16_to_f32_n(static_cast<const bf16_t*>(src), out, n);
   } else if constexpr (std::is_same_v<Dst, bf16_t>) {
     for (int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(load_as_float<Src>(src, i));
   } else if constexpr (std::is_same_v<Dst, f16_t>) {

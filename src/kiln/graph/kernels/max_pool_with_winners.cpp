@@ -5,18 +5,18 @@
 // maxima there directly: the reshape becomes a view instead of a transposing copy.
 #include <omp.h>
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
 
 #include "kiln/core/error.h"
+#include "kiln/core/isa_variant.h"
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/conv_geometry.h"
+
+KILN_ISA_TARGET_BEGIN
 #include "kiln/ops/kernels/pool_window.h"
+namespace kiln::graph::KILN_ISA {
 
-namespace kiln::graph {
-
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 namespace {
 using ops::conv_geometry::is_dense_channels_last;
 
@@ -75,7 +75,7 @@ void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int6
           const __mmask16 m =
               c - c0 >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1u);
           const int64_t left = 2 * px * c + c0, right = left + c;
-          const ops::WindowMax wm = ops::window_max_2x2(
+          const ops::KILN_ISA::WindowMax wm = ops::KILN_ISA::window_max_2x2(
               _mm512_maskz_loadu_ps(m, top + left), _mm512_maskz_loadu_ps(m, top + right),
               _mm512_maskz_loadu_ps(m, bottom + left), _mm512_maskz_loadu_ps(m, bottom + right));
           float* out = pooled + i * c * ph * pw + pixel * pixel_stride + c0 * channel_stride;
@@ -85,7 +85,7 @@ void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int6
             _mm512_mask_storeu_ps(out, m, wm.max);
           }
           _mm512_mask_cvtepi32_storeu_epi8(winners + (i * ph * pw + pixel) * c + c0, m,
-                                           ops::window_code(wm));
+                                           ops::KILN_ISA::window_code(wm));
         }
       }
     }
@@ -117,4 +117,27 @@ std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& nod
 
 #endif
 
+}  // namespace kiln::graph::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::graph {
+
+KILN_ISA_DECLARE(void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h,
+                                            int64_t w, float* pooled, bool pooled_row_major,
+                                            uint8_t* winners))
+KILN_ISA_DECLARE(std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(
+    const Node& node, std::span<const Tensor> inputs, std::span<const Tensor> outputs))
+
+void pool_2x2_with_winners(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                           float* pooled, bool pooled_row_major, uint8_t* winners) {
+  KILN_ISA_CALL(pool_2x2_with_winners, x, n, c, h, w, pooled, pooled_row_major, winners);
+}
+std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& node,
+                                                                 std::span<const Tensor> inputs,
+                                                                 std::span<const Tensor> outputs) {
+  return KILN_ISA_CALL(make_max_pool_with_winners_kernel, node, inputs, outputs);
+}
+
 }  // namespace kiln::graph
+#endif

@@ -20,18 +20,18 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
 
 #include "kiln/core/error.h"
+#include "kiln/core/isa_variant.h"
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/conv_geometry.h"
+
+KILN_ISA_TARGET_BEGIN
 #include "kiln/ops/kernels/pool_window.h"
+namespace kiln::graph::KILN_ISA {
 
-namespace kiln::graph {
-
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 namespace {
 using ops::conv_geometry::is_dense_channels_last;
 using ops::conv_geometry::round_up;
@@ -163,14 +163,14 @@ inline Winners find_winners(const Geometry& g, const ImageInputs& in, int64_t wy
     const __m512i code =
         _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(live, in.winners + (wy * g.wx + wx) * g.o));
     const __mmask16 alive =
-        _mm512_mask_testn_epi32_mask(live, code, _mm512_set1_epi32(ops::kWindowDead));
+        _mm512_mask_testn_epi32_mask(live, code, _mm512_set1_epi32(ops::KILN_ISA::kWindowDead));
     const __m512 gv = in.channel_stride == 1 ? _mm512_maskz_loadu_ps(alive, dp)
                                              : gather_channels(dp, in.channel_stride, alive);
     return {gv, _mm512_and_si512(code, _mm512_set1_epi32(3))};
   }
   const float* top = in.r + ((kWindow * wy) * g.ow + kWindow * wx) * g.o;
   const float* bottom = top + g.ow * g.o;
-  const ops::WindowMax wm = ops::window_max_2x2(
+  const ops::KILN_ISA::WindowMax wm = ops::KILN_ISA::window_max_2x2(
       _mm512_maskz_loadu_ps(live, top), _mm512_maskz_loadu_ps(live, top + g.o),
       _mm512_maskz_loadu_ps(live, bottom), _mm512_maskz_loadu_ps(live, bottom + g.o));
   __m512 gv = in.channel_stride == 1 ? _mm512_maskz_loadu_ps(live, dp)
@@ -625,4 +625,32 @@ std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
 
 #endif
 
+}  // namespace kiln::graph::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::graph {
+
+KILN_ISA_DECLARE(bool pooled_conv_grad_fits(const Shape& x, const Shape& w,
+                                            const ops::ConvAttrs& conv, bool has_dx))
+KILN_ISA_DECLARE(bool can_run_pooled_conv_grad(const Node& node, std::span<const Tensor> inputs,
+                                               std::span<const Tensor> outputs))
+KILN_ISA_DECLARE(std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(
+    const Node& node, std::span<const Tensor> inputs, std::span<const Tensor> outputs))
+
+bool pooled_conv_grad_fits(const Shape& x, const Shape& w, const ops::ConvAttrs& conv,
+                           bool has_dx) {
+  return KILN_ISA_CALL(pooled_conv_grad_fits, x, w, conv, has_dx);
+}
+bool can_run_pooled_conv_grad(const Node& node, std::span<const Tensor> inputs,
+                              std::span<const Tensor> outputs) {
+  return KILN_ISA_CALL(can_run_pooled_conv_grad, node, inputs, outputs);
+}
+std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
+                                                            std::span<const Tensor> inputs,
+                                                            std::span<const Tensor> outputs) {
+  return KILN_ISA_CALL(make_pooled_conv_grad_kernel, node, inputs, outputs);
+}
+
 }  // namespace kiln::graph
+#endif

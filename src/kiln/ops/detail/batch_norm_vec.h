@@ -1,16 +1,17 @@
 #pragma once
 // The W-wide float vectors the batch-norm rows kernels (batch_norm_rows.cpp) are written in:
-// AVX-512 registers for W = 16 where the target has them, plain arrays (which the compiler
-// vectorizes as it can) otherwise and for the scalar tails (W = 1), so one kernel body serves
-// both. Only that file includes this header; it lives apart to keep the kernels readable.
+// AVX-512 registers for W = 16 in the AVX-512 variant (core/isa_variant.h), plain arrays (which the
+// compiler vectorizes as it can) otherwise and for the scalar tails (W = 1), so one kernel body
+// serves both. Only that file includes this header; it lives apart to keep the kernels readable.
+#include <immintrin.h>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "kiln/core/dtype.h"
+#include "kiln/core/isa_variant.h"
+
+// Its inline code belongs to the variant being compiled: include it after KILN_ISA_TARGET_BEGIN.
 
 // GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom
 // (the warning lands wherever they are inlined).
@@ -18,13 +19,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-namespace kiln::ops::batch_norm_vec {
+namespace kiln::ops::KILN_ISA::batch_norm_vec {
 
 template <int W>
 struct Vec {
   float v[W];
 };
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 template <>
 struct Vec<16> {
   __m512 v;
@@ -110,7 +111,7 @@ inline void vstream(float* p, Vec<W> a) {
   vstore<W>(p, a);
 }
 inline void stream_fence() {
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
   _mm_sfence();
 #endif
 }
@@ -121,7 +122,7 @@ inline void vadd_to(double* d, Vec<W> a) {
   for (int i = 0; i < W; ++i) d[i] += double(a.v[i]);
 }
 
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 template <>
 inline Vec<16> vzero<16>() {
   return {_mm512_setzero_ps()};
@@ -143,7 +144,7 @@ inline void vstore<16>(float* p, Vec<16> a) {
 // (it also flushes values below 2^-126 to zero, which no normalized activation is); without, the
 // integer rounding of float_to_bf16. The scalar tails use the same instruction, so a tensor's
 // elements all round alike.
-#if defined(__AVX512BF16__)
+#if KILN_ISA_AVX512_BF16
 template <>
 inline void vstore<16>(bf16_t* p, Vec<16> a) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a.v));
@@ -214,6 +215,6 @@ inline float to_float(bf16_t v) {
   return bf16_to_float(v);
 }
 
-}  // namespace kiln::ops::batch_norm_vec
+}  // namespace kiln::ops::KILN_ISA::batch_norm_vec
 
 #pragma GCC diagnostic pop

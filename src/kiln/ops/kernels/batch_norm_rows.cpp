@@ -1,5 +1,6 @@
 #include "kiln/ops/kernels/batch_norm_rows.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/ops/detail/batch_norm_vec.h"
+#include "kiln/core/isa_variant.h"
 
 // GCC 12's AVX-512 intrinsics (batch_norm_vec.h) trip -W[maybe-]uninitialized on their
 // undefined-register idiom; the warning lands wherever they are inlined, so it is off for the
@@ -22,7 +23,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-namespace kiln::ops {
+KILN_ISA_TARGET_BEGIN
+#include "kiln/ops/detail/batch_norm_vec.h"
+namespace kiln::ops::KILN_ISA {
 namespace {
 using namespace batch_norm_vec;
 
@@ -772,6 +775,83 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
   });
 }
 
+}  // namespace kiln::ops::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::ops {
+
+KILN_ISA_DECLARE(bool is_rows_by_channels(const Tensor& t))
+KILN_ISA_DECLARE(bool can_run_batch_norm_rows(const Tensor& x,
+                                              std::initializer_list<const Tensor*> like_x))
+KILN_ISA_DECLARE(bool can_run_batch_norm_blocked(const Tensor& x,
+                                                 std::initializer_list<const Tensor*> like_x))
+KILN_ISA_DECLARE(bool can_run_batch_norm(const Tensor& x,
+                                         std::initializer_list<const Tensor*> like_x, bool blocked))
+KILN_ISA_DECLARE(const char* batch_norm_layout_requirement(bool blocked))
+KILN_ISA_DECLARE(void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma,
+                                              const Tensor& beta, const Tensor& running_mean,
+                                              const Tensor& running_var, const Tensor* residual,
+                                              const BatchNormRowsOptions& options, const Tensor& y,
+                                              const Tensor& mean, const Tensor& inv_std))
+KILN_ISA_DECLARE(void batch_norm_rows_statistics(const Tensor& x, const Tensor& running_mean,
+                                                 const Tensor& running_var,
+                                                 const BatchNormRowsOptions& options,
+                                                 const Tensor& mean, const Tensor& inv_std))
+KILN_ISA_DECLARE(void batch_norm_rows_backward(
+    const Tensor& dy, const Tensor* relu_out, const Tensor& x, const Tensor& gamma,
+    const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dx,
+    const Tensor& dgamma, const Tensor& dbeta, bool blocked, const Tensor* relu_beta))
+KILN_ISA_DECLARE(void batch_norm_rows_backward_add_relu(
+    const Tensor& a, const Tensor& b, const Tensor& relu_out, const Tensor& x, const Tensor& gamma,
+    const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dy, const Tensor& dx,
+    const Tensor& dgamma, const Tensor& dbeta, bool blocked))
+
+bool is_rows_by_channels(const Tensor& t) {
+  return KILN_ISA_CALL(is_rows_by_channels, t);
+}
+bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
+  return KILN_ISA_CALL(can_run_batch_norm_rows, x, like_x);
+}
+bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
+  return KILN_ISA_CALL(can_run_batch_norm_blocked, x, like_x);
+}
+bool can_run_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> like_x,
+                        bool blocked) {
+  return KILN_ISA_CALL(can_run_batch_norm, x, like_x, blocked);
+}
+const char* batch_norm_layout_requirement(bool blocked) {
+  return KILN_ISA_CALL(batch_norm_layout_requirement, blocked);
+}
+void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor* residual, const BatchNormRowsOptions& options,
+                             const Tensor& y, const Tensor& mean, const Tensor& inv_std) {
+  KILN_ISA_CALL(batch_norm_rows_forward, x, gamma, beta, running_mean, running_var, residual,
+                options, y, mean, inv_std);
+}
+void batch_norm_rows_statistics(const Tensor& x, const Tensor& running_mean,
+                                const Tensor& running_var, const BatchNormRowsOptions& options,
+                                const Tensor& mean, const Tensor& inv_std) {
+  KILN_ISA_CALL(batch_norm_rows_statistics, x, running_mean, running_var, options, mean, inv_std);
+}
+void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                              const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
+                              bool training, const Tensor& dx, const Tensor& dgamma,
+                              const Tensor& dbeta, bool blocked, const Tensor* relu_beta) {
+  KILN_ISA_CALL(batch_norm_rows_backward, dy, relu_out, x, gamma, mean, inv_std, training, dx,
+                dgamma, dbeta, blocked, relu_beta);
+}
+void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const Tensor& relu_out,
+                                       const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                       const Tensor& inv_std, bool training, const Tensor& dy,
+                                       const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                       bool blocked) {
+  KILN_ISA_CALL(batch_norm_rows_backward_add_relu, a, b, relu_out, x, gamma, mean, inv_std,
+                training, dy, dx, dgamma, dbeta, blocked);
+}
+
 }  // namespace kiln::ops
+#endif
 
 #pragma GCC diagnostic pop

@@ -11,11 +11,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
 
 #include "kiln/core/error.h"
+#include "kiln/core/isa_variant.h"
 #include "kiln/ops/dnnl/context.h"
 #include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_geometry.h"
@@ -24,9 +23,10 @@
 // images, then a gather (not a scatter) of the columns into dx, beats oneDNN's backward-data.
 // Measured: bench/README.md, section 'Kernel choices measured here'.
 
-namespace kiln::ops {
+KILN_ISA_TARGET_BEGIN
+namespace kiln::ops::KILN_ISA {
 
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 namespace {
 using namespace conv_geometry;
 
@@ -254,4 +254,23 @@ void gemm_backward_data(const Tensor&, const Tensor&, Tensor&) {
 
 #endif
 
+}  // namespace kiln::ops::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::ops {
+
+KILN_ISA_DECLARE(bool can_run_gemm_backward_data(const Tensor& dy, const Shape& w_shape,
+                                                 const Shape& x_shape, const ConvAttrs& a))
+KILN_ISA_DECLARE(void gemm_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx))
+
+bool can_run_gemm_backward_data(const Tensor& dy, const Shape& w_shape, const Shape& x_shape,
+                                const ConvAttrs& a) {
+  return KILN_ISA_CALL(can_run_gemm_backward_data, dy, w_shape, x_shape, a);
+}
+void gemm_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
+  KILN_ISA_CALL(gemm_backward_data, dy, w, dx);
+}
+
 }  // namespace kiln::ops
+#endif

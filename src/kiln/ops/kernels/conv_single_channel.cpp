@@ -14,14 +14,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
 
 #include "kiln/core/error.h"
+#include "kiln/core/isa_variant.h"
 #include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_geometry.h"
-#include "kiln/ops/kernels/pool_window.h"
 
 // How it works. With one input channel an output row of y (channels-last: OW*O floats, flat index
 // j = ow*O + o) is a sum over taps (kh, kw) of w[o, kh, kw] * xpad[oh + kh, ow + kw]. Each padded
@@ -47,9 +45,11 @@
 //   ResNet-20 conv1 fwd 0.151 ms (oneDNN 0.25 here, 0.14-0.17 in earlier runs), bwd_w 0.197
 //                  (oneDNN 0.14: slower, so O % 16 == 0 backward-weights stays on oneDNN)
 
-namespace kiln::ops {
+KILN_ISA_TARGET_BEGIN
+#include "kiln/ops/kernels/pool_window.h"
+namespace kiln::ops::KILN_ISA {
 
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 namespace {
 using namespace conv_geometry;
 
@@ -483,7 +483,8 @@ bool single_channel_conv_fits(const Shape& x, const Shape& w_shape, const ConvAt
 bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const ConvAttrs& a,
                                  bool backward_weights) {
   return x.dtype() == DType::f32 &&
-         single_channel_conv_fits(x.shape(), w_shape, a, backward_weights) && x_is_dense(x);
+         KILN_ISA::single_channel_conv_fits(x.shape(), w_shape, a, backward_weights) &&
+         x_is_dense(x);
 }
 
 namespace {
@@ -764,4 +765,53 @@ void single_channel_conv_backward_weights(const Tensor&, const Tensor&, Tensor&,
 
 #endif
 
+}  // namespace kiln::ops::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::ops {
+
+KILN_ISA_DECLARE(bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape,
+                                                  const ConvAttrs& a, bool backward_weights))
+KILN_ISA_DECLARE(bool single_channel_conv_fits(const Shape& x_shape, const Shape& w_shape,
+                                               const ConvAttrs& a, bool backward_weights))
+KILN_ISA_DECLARE(void single_channel_conv_forward(const Tensor& x, const Tensor& w,
+                                                  const Tensor* bias, bool relu, Tensor& y))
+KILN_ISA_DECLARE(int64_t single_channel_conv_relu_pool_scratch_floats(
+    const Tensor& x, const Shape& w_shape, std::array<int64_t, 2> padding, int threads))
+KILN_ISA_DECLARE(void single_channel_conv_relu_pool_forward(
+    const Tensor& x, const Tensor& w, const Tensor* bias, std::array<int64_t, 2> padding,
+    Tensor& pooled, Tensor& winners, const SingleChannelConvScratch* scratch))
+KILN_ISA_DECLARE(void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x,
+                                                           Tensor& dw, Tensor* db))
+
+bool can_run_single_channel_conv(const Tensor& x, const Shape& w_shape, const ConvAttrs& a,
+                                 bool backward_weights) {
+  return KILN_ISA_CALL(can_run_single_channel_conv, x, w_shape, a, backward_weights);
+}
+bool single_channel_conv_fits(const Shape& x_shape, const Shape& w_shape, const ConvAttrs& a,
+                              bool backward_weights) {
+  return KILN_ISA_CALL(single_channel_conv_fits, x_shape, w_shape, a, backward_weights);
+}
+void single_channel_conv_forward(const Tensor& x, const Tensor& w, const Tensor* bias, bool relu,
+                                 Tensor& y) {
+  KILN_ISA_CALL(single_channel_conv_forward, x, w, bias, relu, y);
+}
+int64_t single_channel_conv_relu_pool_scratch_floats(const Tensor& x, const Shape& w_shape,
+                                                     std::array<int64_t, 2> padding, int threads) {
+  return KILN_ISA_CALL(single_channel_conv_relu_pool_scratch_floats, x, w_shape, padding, threads);
+}
+void single_channel_conv_relu_pool_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                           std::array<int64_t, 2> padding, Tensor& pooled,
+                                           Tensor& winners,
+                                           const SingleChannelConvScratch* scratch) {
+  KILN_ISA_CALL(single_channel_conv_relu_pool_forward, x, w, bias, padding, pooled, winners,
+                scratch);
+}
+void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw,
+                                          Tensor* db) {
+  KILN_ISA_CALL(single_channel_conv_backward_weights, dy, x, dw, db);
+}
+
 }  // namespace kiln::ops
+#endif

@@ -12,13 +12,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
 
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
-#include "kiln/ops/detail/batch_norm_vec.h"
+#include "kiln/core/isa_variant.h"
 #include "kiln/ops/kernel_name.h"
 #include "kiln/ops/kernels/conv_geometry.h"
 
@@ -41,9 +39,11 @@
 // channels and 7x7 it only ties oneDNN's own F(4x4, 3x3) (0.95-1.0 ms alone), so the rule stops
 // at 32.
 
-namespace kiln::ops {
+KILN_ISA_TARGET_BEGIN
+#include "kiln/ops/detail/batch_norm_vec.h"
+namespace kiln::ops::KILN_ISA {
 
-#if defined(__AVX512F__)
+#if KILN_ISA_AVX512
 namespace {
 
 using conv_geometry::is_dense_channels_last;
@@ -519,7 +519,7 @@ bool winograd_3x3_pays(const Shape& x, const ConvAttrs& a) {
 bool winograd_3x3_chosen(const Shape& x, const ConvAttrs& a) {
   const std::string& algorithm = get_context().conv_algorithm;
   if (algorithm == "direct") return false;
-  return algorithm == "winograd" || winograd_3x3_pays(x, a);
+  return algorithm == "winograd" || KILN_ISA::winograd_3x3_pays(x, a);
 }
 
 bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const ConvAttrs& a,
@@ -528,7 +528,7 @@ bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape,
     return blocked ? dense_nchw16c(t) : is_dense_channels_last(t);
   };
   return x.dtype() == DType::f32 && y.dtype() == DType::f32 &&
-         winograd_3x3_fits(x.shape(), w_shape, a) && laid_out(x, x_blocked) &&
+         KILN_ISA::winograd_3x3_fits(x.shape(), w_shape, a) && laid_out(x, x_blocked) &&
          laid_out(y, y_blocked);
 }
 
@@ -537,7 +537,7 @@ namespace {
 // The kernels' geometry, after checking that their rule holds and the extents agree.
 Geometry checked_geometry(const char* kernel, const Tensor& x, bool x_blocked, const Shape& w_shape,
                           const ConvAttrs& a, const Tensor& y, bool y_blocked) {
-  if (!can_run_winograd_3x3(x, x_blocked, w_shape, a, y, y_blocked)) {
+  if (!KILN_ISA::can_run_winograd_3x3(x, x_blocked, w_shape, a, y, y_blocked)) {
     throw Error(std::string(kernel) + ": input " + describe(x) + ", weight " + w_shape.str() +
                 " and output " + describe(y) + " are outside this kernel's rule");
   }
@@ -646,4 +646,48 @@ void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, con
 
 #endif
 
+}  // namespace kiln::ops::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::ops {
+
+KILN_ISA_DECLARE(bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape,
+                                        const ConvAttrs& a))
+KILN_ISA_DECLARE(bool winograd_3x3_pays(const Shape& x_shape, const ConvAttrs& a))
+KILN_ISA_DECLARE(bool winograd_3x3_chosen(const Shape& x_shape, const ConvAttrs& a))
+KILN_ISA_DECLARE(bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape,
+                                           const ConvAttrs& a, const Tensor& y, bool y_blocked))
+KILN_ISA_DECLARE(void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w,
+                                           const Tensor* bias, const ConvAttrs& a, Tensor& y,
+                                           bool y_blocked, const BnReluInput* bn))
+KILN_ISA_DECLARE(void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked,
+                                                    const Tensor& x, bool x_blocked,
+                                                    const ConvAttrs& a, Tensor& dw,
+                                                    const BnReluInput* bn))
+
+bool winograd_3x3_fits(const Shape& x_shape, const Shape& w_shape, const ConvAttrs& a) {
+  return KILN_ISA_CALL(winograd_3x3_fits, x_shape, w_shape, a);
+}
+bool winograd_3x3_pays(const Shape& x_shape, const ConvAttrs& a) {
+  return KILN_ISA_CALL(winograd_3x3_pays, x_shape, a);
+}
+bool winograd_3x3_chosen(const Shape& x_shape, const ConvAttrs& a) {
+  return KILN_ISA_CALL(winograd_3x3_chosen, x_shape, a);
+}
+bool can_run_winograd_3x3(const Tensor& x, bool x_blocked, const Shape& w_shape, const ConvAttrs& a,
+                          const Tensor& y, bool y_blocked) {
+  return KILN_ISA_CALL(can_run_winograd_3x3, x, x_blocked, w_shape, a, y, y_blocked);
+}
+void winograd_3x3_forward(const Tensor& x, bool x_blocked, const Tensor& w, const Tensor* bias,
+                          const ConvAttrs& a, Tensor& y, bool y_blocked, const BnReluInput* bn) {
+  KILN_ISA_CALL(winograd_3x3_forward, x, x_blocked, w, bias, a, y, y_blocked, bn);
+}
+void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tensor& x,
+                                   bool x_blocked, const ConvAttrs& a, Tensor& dw,
+                                   const BnReluInput* bn) {
+  KILN_ISA_CALL(winograd_3x3_backward_weights, dy, dy_blocked, x, x_blocked, a, dw, bn);
+}
+
 }  // namespace kiln::ops
+#endif

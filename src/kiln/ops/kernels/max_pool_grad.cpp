@@ -1,20 +1,20 @@
 #include "kiln/ops/kernels/max_pool_grad.h"
 
+#include <immintrin.h>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>
-#define KILN_POOL_GRAD_AVX512 1
-#endif
+
+#include "kiln/core/isa_variant.h"
 
 // GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-namespace kiln::ops {
+KILN_ISA_TARGET_BEGIN
+namespace kiln::ops::KILN_ISA {
 namespace {
 
 // Elements are compared and moved as floats; bf16 → float → bf16 is exact, so a bf16 pass
@@ -62,7 +62,7 @@ void window_2x2(const T* __restrict a, const T* __restrict b, const T* __restric
 
 constexpr int64_t kMaxFastChannels = 1024;
 
-#if KILN_POOL_GRAD_AVX512
+#if KILN_ISA_AVX512
 // ---- 2×2 windows over whole channels-last rows, 16 lanes at a time.
 // A pair of input rows (h0, h0 + 1) is W·C contiguous elements each, and the windows tile it:
 // flat index i = w·C + c is in column w, whose window partner is C elements ahead (w even, the
@@ -220,7 +220,7 @@ void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<in
                 d3 = dx_t.strides()[3];
   // Rows and columns no window covers get zero gradient.
   if (OH * KH != H || OW * KW != W) std::memset(dx, 0, dx_t.nbytes());
-#if KILN_POOL_GRAD_AVX512
+#if KILN_ISA_AVX512
   if (KH == 2 && KW == 2 && rows_2x2<T>(dy_t, x_t, dx_t, relu_mask)) return;
 #endif
   const bool fast = KH == 2 && KW == 2 && x1 == 1 && d1 == 1 && C <= kMaxFastChannels;
@@ -272,6 +272,29 @@ void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<in
 
 }  // namespace
 
+}  // namespace kiln::ops::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::ops {
+
+KILN_ISA_DECLARE(bool can_run_max_pool_grad_one_pass(
+    const Tensor& dy, const Tensor& x, const Tensor& dx, std::array<int64_t, 2> kernel,
+    std::array<int64_t, 2> stride, std::array<int64_t, 2> padding))
+KILN_ISA_DECLARE(void max_pool_grad_one_pass(const Tensor& dy, const Tensor& x, Tensor& dx,
+                                             std::array<int64_t, 2> kernel, bool relu_mask))
+
+bool can_run_max_pool_grad_one_pass(const Tensor& dy, const Tensor& x, const Tensor& dx,
+                                    std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                                    std::array<int64_t, 2> padding) {
+  return KILN_ISA_CALL(can_run_max_pool_grad_one_pass, dy, x, dx, kernel, stride, padding);
+}
+void max_pool_grad_one_pass(const Tensor& dy, const Tensor& x, Tensor& dx,
+                            std::array<int64_t, 2> kernel, bool relu_mask) {
+  KILN_ISA_CALL(max_pool_grad_one_pass, dy, x, dx, kernel, relu_mask);
+}
+
 }  // namespace kiln::ops
+#endif
 
 #pragma GCC diagnostic pop

@@ -2,11 +2,14 @@
 // A 2×2 max-pool window, 16 channels at once: the rule every kernel that records or re-finds a
 // window's winner shares. The pixels compare in window order (a, b, c, d = top-left, top-right,
 // bottom-left, bottom-right) with a strict >, so the first maximum wins, as in oneDNN's max
-// pooling and ops/kernels/max_pool_grad.cpp. AVX-512 builds only.
-#if defined(__AVX512F__)
+// pooling and ops/kernels/max_pool_grad.cpp. AVX-512 variants only.
 #include <immintrin.h>
 
-namespace kiln::ops {
+#include "kiln/core/isa_variant.h"
+
+// Its inline code belongs to the variant being compiled: include it after KILN_ISA_TARGET_BEGIN.
+#if KILN_ISA_AVX512
+namespace kiln::ops::KILN_ISA {
 
 struct WindowMax {
   __m512 max;
@@ -35,5 +38,5 @@ inline __m512i window_code(const WindowMax& w) {
   return _mm512_mask_or_epi32(w.winner, dead, w.winner, _mm512_set1_epi32(kWindowDead));
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::KILN_ISA
 #endif

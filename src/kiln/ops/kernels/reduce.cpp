@@ -7,9 +7,15 @@
 #include <limits>
 
 #include "kiln/core/error.h"
+#include "kiln/core/isa_variant.h"
 #include "kiln/ops/kernels/copy.h"
 
-namespace kiln::ops {
+// v16 values pass only between this file's own inline functions, so GCC's note that their ABI
+// differs without AVX-512 does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+KILN_ISA_TARGET_BEGIN
+namespace kiln::ops::KILN_ISA {
 namespace {
 
 // Below this many input elements a reduction runs on one thread.
@@ -377,4 +383,29 @@ void argmax_tensor(const Tensor& x, int axis, Tensor& out) {
   }
 }
 
+}  // namespace kiln::ops::KILN_ISA
+KILN_ISA_TARGET_END
+
+#if KILN_ISA_DISPATCH
+namespace kiln::ops {
+
+KILN_ISA_DECLARE(void reduce_f32(ReduceKind kind, const float* x, int64_t outer, int64_t reduced,
+                                 int64_t inner, float* out, bool use_threads))
+KILN_ISA_DECLARE(void reduce_tensor(ReduceKind kind, const Tensor& x,
+                                    const std::vector<bool>& reduce, double scale, Tensor& out))
+KILN_ISA_DECLARE(void argmax_tensor(const Tensor& x, int axis, Tensor& out))
+
+void reduce_f32(ReduceKind kind, const float* x, int64_t outer, int64_t reduced, int64_t inner,
+                float* out, bool use_threads) {
+  KILN_ISA_CALL(reduce_f32, kind, x, outer, reduced, inner, out, use_threads);
+}
+void reduce_tensor(ReduceKind kind, const Tensor& x, const std::vector<bool>& reduce, double scale,
+                   Tensor& out) {
+  KILN_ISA_CALL(reduce_tensor, kind, x, reduce, scale, out);
+}
+void argmax_tensor(const Tensor& x, int axis, Tensor& out) {
+  KILN_ISA_CALL(argmax_tensor, x, axis, out);
+}
+
 }  // namespace kiln::ops
+#endif
