@@ -117,7 +117,7 @@ TEST_P(ConvAlgorithmNumerics, EachAlgorithmStaysWithinItsBoundOfFloat64) {
 // "auto" is "winograd" where Kiln's kernel pays (2,048 output pixels: 2 x 32 x 32) and "direct"
 // below; "winograd" and "direct" give different bits on every shape here.
 TEST_P(ConvAlgorithmNumerics, AutoPicksWinogradWhereItPaysAndDirectBelow) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Results direct = run("direct"), winograd = run("winograd"), automatic = run("auto");
   EXPECT_NE(winograd.y, direct.y);
   EXPECT_NE(winograd.dx, direct.dx);

@@ -39,7 +39,7 @@ bool in_rule(const ConvRef& g) {
 class GemmBackwardData : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GemmBackwardData, MatchesReference) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 1));
   Tensor w = random_tensor(c.g.w_shape(), 2);
@@ -54,7 +54,7 @@ TEST_P(GemmBackwardData, MatchesReference) {
 // directly) and gives the reference's values either way, also for a row-major gradient, which
 // the op converts to channels-last first.
 TEST_P(GemmBackwardData, OpUsesTheKernel) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   Tensor dy_rows = random_tensor(c.g.y_shape(), 3), w = random_tensor(c.g.w_shape(), 4);
   Tensor dy = channels_last_copy(dy_rows);
@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBackwardData, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(GemmBackwardDataDispatch, CanRunOnlyWhereTheKernelApplies) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Shape x{2, 6, 14, 14}, w{16, 6, 5, 5};
   Tensor dy = channels_last_copy(random_tensor({2, 16, 10, 10}, 5));
   EXPECT_TRUE(ops::can_run_gemm_backward_data(dy, w, x, window({0, 0})));
@@ -109,7 +109,7 @@ TEST(GemmBackwardDataDispatch, CanRunOnlyWhereTheKernelApplies) {
 }
 
 TEST(GemmBackwardDataErrors, RejectsRowMajorTensors) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   ConvRef g = conv(2, 3, 6, 6, 4, 3, 3, 1, 1);
   Tensor dy = random_tensor(g.y_shape(), 7), w = random_tensor(g.w_shape(), 8);
   Tensor dx = channels_last_empty(g.x_shape());

@@ -45,7 +45,7 @@ Values bias_gradient(const ConvRef& g, const Values& dy) {
 class SingleChannelConv : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SingleChannelConv, ForwardMatchesReference) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   Tensor x = random_tensor(c.g.x_shape(), 1), w = random_tensor(c.g.w_shape(), 2);
   Tensor b = random_tensor({c.g.o}, 3);
@@ -66,7 +66,7 @@ TEST_P(SingleChannelConv, ForwardMatchesReference) {
 // relu forward pooled by a plain loop: the same maxima bit for bit, and the winner bytes (first
 // maximum in window order; bit 2 when the maximum is <= 0).
 TEST_P(SingleChannelConv, ReluPoolForwardMatchesForwardThenPool) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   const Shape ys = c.g.y_shape();
   if (ys[2] < 2 || ys[3] < 2) GTEST_SKIP() << "output smaller than one window";
@@ -103,7 +103,7 @@ TEST_P(SingleChannelConv, ReluPoolForwardMatchesForwardThenPool) {
 }
 
 TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   Tensor x = random_tensor(c.g.x_shape(), 4);
   Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 5));
@@ -120,7 +120,7 @@ TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
 // conv2d and conv2d_backward_weights dispatch to the kernels: same bits as calling them directly
 // (both are deterministic for a fixed thread count), and the reference's values.
 TEST_P(SingleChannelConv, OpsUseTheKernels) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   // One thread for both: an op picks its own team from its cost (core/kernel_threads.h), the
   // direct calls run on the caller's, and the bits depend on the team.
@@ -165,7 +165,7 @@ TEST(SingleChannelConvGradient, MatchesFiniteDifferences) {
 }
 
 TEST(SingleChannelConvDispatch, CanRunOnlyWhereTheKernelsApply) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   Tensor x = random_tensor({2, 1, 8, 8}, 13);
   ops::ConvAttrs pad1 = window({1, 1});
   EXPECT_TRUE(ops::can_run_single_channel_conv(x, {16, 1, 3, 3}, pad1));
@@ -187,7 +187,7 @@ TEST(SingleChannelConvDispatch, CanRunOnlyWhereTheKernelsApply) {
 }
 
 TEST(SingleChannelConvErrors, RejectsRowMajorGradient) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   ConvRef g = single(2, 6, 6, 4, 3, 3, 1, 1);
   Tensor x = random_tensor(g.x_shape(), 15), dy = random_tensor(g.y_shape(), 16);
   Tensor dw = Tensor::empty(g.w_shape());

@@ -64,7 +64,7 @@ double scaled_tolerance(const Values& ref, double relative = 2e-5) {
 class WinogradConv : public ::testing::TestWithParam<Case> {};
 
 TEST_P(WinogradConv, ForwardMatchesReferenceInEveryLayout) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   const ops::ConvAttrs a = window(c.g.pad);
   Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 1));
@@ -93,7 +93,7 @@ TEST_P(WinogradConv, ForwardMatchesReferenceInEveryLayout) {
 // The weight gradient sums over all N·H·W output pixels: the same rule, tighter.
 
 TEST_P(WinogradConv, BackwardWeightsMatchReferenceInEveryLayout) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   const ops::ConvAttrs a = window(c.g.pad);
   Tensor x = channels_last_copy(random_tensor(c.g.x_shape(), 11));
@@ -116,7 +116,7 @@ TEST_P(WinogradConv, BackwardWeightsMatchReferenceInEveryLayout) {
 // conv2d_backward_data runs it on the flipped weights, and conv2d_backward_weights runs its
 // backward (with the bias gradient summed apart); everywhere, all three match the reference.
 TEST_P(WinogradConv, OpsUseTheKernel) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   Tensor x = random_tensor(c.g.x_shape(), 4), w = random_tensor(c.g.w_shape(), 5);
   Tensor b = random_tensor({c.g.o}, 6);
@@ -153,7 +153,7 @@ TEST_P(WinogradConv, OpsUseTheKernel) {
 // convolving the batch-norm kernel's own relu output, forward and weight gradient, in both
 // layouts.
 TEST_P(WinogradConv, BatchNormReluOnTheInputMatchesItsOutput) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
   const ops::ConvAttrs a = window(c.g.pad);
   const int64_t channels = c.g.c;
@@ -200,7 +200,7 @@ TEST(WinogradConvGradient, MatchesFiniteDifferences) {
 }
 
 TEST(WinogradConvDispatch, CanRunOnlyWhereTheKernelApplies) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const ops::ConvAttrs pad1 = window({1, 1});
   Tensor x = channels_last_copy(random_tensor({2, 16, 8, 8}, 11));
   Tensor y = channels_last_empty({2, 16, 8, 8});
@@ -240,7 +240,7 @@ TEST(WinogradConvDispatch, CanRunOnlyWhereTheKernelApplies) {
 }
 
 TEST(WinogradConvErrors, RejectsTensorsOutsideItsRule) {
-  if (!avx512_kernels_run()) GTEST_SKIP() << "built without AVX-512";
+  if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   Tensor x = random_tensor({1, 16, 6, 6}, 15);  // row-major
   Tensor w = random_tensor({16, 16, 3, 3}, 16);
   Tensor y = channels_last_empty({1, 16, 6, 6});

@@ -102,17 +102,17 @@ std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& nod
   return std::make_shared<PoolWinners>(inputs, outputs);
 }
 
-#else  // no AVX-512: the pass never makes these nodes (pooled_conv_grad_fits() is false)
+#else  // the baseline variant: the pass never makes these nodes (pooled_conv_grad_fits() is false)
 
 void pool_2x2_with_winners(const float*, int64_t, int64_t, int64_t, int64_t, float*, bool,
                            uint8_t*) {
-  throw Error("max_pool2d+winners: this build has no AVX-512 kernel for it");
+  throw Error("max_pool2d+winners: runs only where the AVX-512 kernels do");
 }
 
 std::shared_ptr<SpecialKernel> make_max_pool_with_winners_kernel(const Node& node,
                                                                  std::span<const Tensor>,
                                                                  std::span<const Tensor>) {
-  throw Error(node_label(node) + ": this build has no AVX-512 kernel for it");
+  throw Error(node_label(node) + ": runs only where the AVX-512 kernels do");
 }
 
 #endif

@@ -607,7 +607,7 @@ std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
   return std::make_shared<PooledConvGrad>(*g, inputs, outputs);
 }
 
-#else  // no AVX-512: the pass never fuses (pooled_conv_grad_fits() is false)
+#else  // the baseline variant: the pass never fuses (pooled_conv_grad_fits() is false)
 
 bool pooled_conv_grad_fits(const Shape&, const Shape&, const ops::ConvAttrs&, bool) {
   return false;
@@ -620,7 +620,7 @@ bool can_run_pooled_conv_grad(const Node&, std::span<const Tensor>, std::span<co
 std::shared_ptr<SpecialKernel> make_pooled_conv_grad_kernel(const Node& node,
                                                             std::span<const Tensor>,
                                                             std::span<const Tensor>) {
-  throw Error(node_label(node) + ": this build has no AVX-512 kernel for it");
+  throw Error(node_label(node) + ": runs only where the AVX-512 kernels do");
 }
 
 #endif

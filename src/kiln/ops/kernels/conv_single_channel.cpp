@@ -739,7 +739,7 @@ void single_channel_conv_backward_weights(const Tensor& dy, const Tensor& x, Ten
   }
 }
 
-#else  // no AVX-512: the conv ops use oneDNN.
+#else  // the baseline variant: the conv ops use oneDNN.
 
 bool can_run_single_channel_conv(const Tensor&, const Shape&, const ConvAttrs&, bool) {
   return false;
@@ -748,19 +748,19 @@ bool single_channel_conv_fits(const Shape&, const Shape&, const ConvAttrs&, bool
   return false;
 }
 void single_channel_conv_forward(const Tensor&, const Tensor&, const Tensor*, bool, Tensor&) {
-  throw Error("single_channel_conv_forward: built without AVX-512");
+  throw Error("single_channel_conv_forward: runs only where the AVX-512 kernels do");
 }
 int64_t single_channel_conv_relu_pool_scratch_floats(const Tensor&, const Shape&,
                                                      std::array<int64_t, 2>, int) {
-  throw Error("single_channel_conv_relu_pool_forward: built without AVX-512");
+  throw Error("single_channel_conv_relu_pool_forward: runs only where the AVX-512 kernels do");
 }
 void single_channel_conv_relu_pool_forward(const Tensor&, const Tensor&, const Tensor*,
                                            std::array<int64_t, 2>, Tensor&, Tensor&,
                                            const SingleChannelConvScratch*) {
-  throw Error("single_channel_conv_relu_pool_forward: built without AVX-512");
+  throw Error("single_channel_conv_relu_pool_forward: runs only where the AVX-512 kernels do");
 }
 void single_channel_conv_backward_weights(const Tensor&, const Tensor&, Tensor&, Tensor*) {
-  throw Error("single_channel_conv_backward_weights: built without AVX-512");
+  throw Error("single_channel_conv_backward_weights: runs only where the AVX-512 kernels do");
 }
 
 #endif

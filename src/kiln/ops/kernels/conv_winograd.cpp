@@ -620,7 +620,7 @@ void winograd_3x3_backward_weights(const Tensor& dy, bool dy_blocked, const Tens
   transform_weight_gradient(partials, o, c, dw.data<float>());
 }
 
-#else  // no AVX-512
+#else  // the baseline variant: the conv ops use oneDNN
 
 bool winograd_3x3_fits(const Shape&, const Shape&, const ConvAttrs&) {
   return false;
@@ -637,11 +637,11 @@ bool can_run_winograd_3x3(const Tensor&, bool, const Shape&, const ConvAttrs&, c
 }
 void winograd_3x3_forward(const Tensor&, bool, const Tensor&, const Tensor*, const ConvAttrs&,
                           Tensor&, bool, const BnReluInput*) {
-  throw Error("winograd_3x3_forward: built without AVX-512");
+  throw Error("winograd_3x3_forward: runs only where the AVX-512 kernels do");
 }
 void winograd_3x3_backward_weights(const Tensor&, bool, const Tensor&, bool, const ConvAttrs&,
                                    Tensor&, const BnReluInput*) {
-  throw Error("winograd_3x3_backward_weights: built without AVX-512");
+  throw Error("winograd_3x3_backward_weights: runs only where the AVX-512 kernels do");
 }
 
 #endif
