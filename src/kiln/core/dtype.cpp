@@ -1,7 +1,5 @@
 #include "kiln/core/dtype.h"
 
-#include "kiln/core/bf16_convert.h"
-
 #include <immintrin.h>
 #include <omp.h>
 
@@ -9,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+
+#include "kiln/core/bf16_convert.h"
 
 namespace kiln {
 
