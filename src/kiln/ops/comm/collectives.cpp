@@ -318,6 +318,10 @@ void bucket_wait_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
 
 }  // namespace
 
+// Why no collective has a shard rule of its own.
+constexpr const char* kCommunicationIsNotSharded =
+    "communication itself: the partition inserts it, it is not partitioned";
+
 const OpDef op_def_all_reduce = {
     .name = "all_reduce",
     .attrs = attrs_kind<AllReduceAttrs>,
@@ -329,7 +333,7 @@ const OpDef op_def_all_reduce = {
     },
     .f16_kernels = false,
     .cost = ring_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_broadcast = {
@@ -343,7 +347,7 @@ const OpDef op_def_broadcast = {
     },
     .f16_kernels = false,
     .cost = ring_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_all_gather = {
@@ -357,7 +361,7 @@ const OpDef op_def_all_gather = {
     },
     .f16_kernels = false,
     .cost = ring_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_reduce_scatter = {
@@ -371,7 +375,7 @@ const OpDef op_def_reduce_scatter = {
     },
     .f16_kernels = false,
     .cost = ring_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_all_to_all = {
@@ -385,7 +389,7 @@ const OpDef op_def_all_to_all = {
     },
     .f16_kernels = false,
     .cost = ring_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_barrier = {
@@ -395,7 +399,7 @@ const OpDef op_def_barrier = {
     .kernel = barrier_kernel,
     .no_grad_reason = "takes no input",
     .cost = no_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_all_reduce_bucket_start = {
@@ -407,7 +411,7 @@ const OpDef op_def_all_reduce_bucket_start = {
     .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
     .f16_kernels = false,
     .cost = ring_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 const OpDef op_def_all_reduce_bucket_wait = {
@@ -417,7 +421,7 @@ const OpDef op_def_all_reduce_bucket_wait = {
     .no_grad_reason = "data parallelism inserts it after differentiation, on gradients",
     .f16_kernels = false,
     .cost = no_cost,
-    .no_shard_reason = "communication itself: the partition inserts it, it is not partitioned",
+    .no_shard_reason = kCommunicationIsNotSharded,
 };
 
 Tensor all_reduce(const Tensor& x, CollectiveReduction reduction,

@@ -523,51 +523,6 @@ void with_storage(DType t, F f) {
 
 }  // namespace
 
-bool is_rows_by_channels(const Tensor& t) {
-  return t.defined() && t.rank() >= 2 && t.is_dense() && (t.dim(1) == 1 || t.strides()[1] == 1);
-}
-
-bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
-  if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
-  if (x.rank() != 4 || x.dim(1) % 16 != 0 || !x.is_dense()) return false;
-  for (const Tensor* t : like_x) {
-    if (t == nullptr || !t->defined() || t->shape() != x.shape() || t->dtype() != x.dtype() ||
-        !t->is_dense()) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
-  if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
-  if (!is_rows_by_channels(x)) return false;
-  for (const Tensor* t : like_x) {
-    if (t == nullptr || !t->defined() || t->shape() != x.shape() || t->dtype() != x.dtype()) {
-      return false;
-    }
-    // Strides of extent-1 dims do not matter ([N, C, 1, 1] is both layouts at once).
-    for (int d = 0; d < x.rank(); ++d) {
-      if (x.dim(d) > 1 && t->strides()[size_t(d)] != x.strides()[size_t(d)]) return false;
-    }
-  }
-  return true;
-}
-
-bool can_run_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> like_x,
-                        bool blocked) {
-  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
-  if (!can_run(x, {})) return false;
-  for (const Tensor* t : like_x) {
-    if (t != nullptr && !can_run(x, {t})) return false;
-  }
-  return true;
-}
-
-const char* batch_norm_layout_requirement(bool blocked) {
-  return blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike";
-}
-
 namespace {
 
 // The statistics half of batch_norm_rows_forward: mean and inv_std, and in training the running
@@ -781,14 +736,52 @@ KILN_ISA_TARGET_END
 #if KILN_ISA_DISPATCH
 namespace kiln::ops {
 
-KILN_ISA_DECLARE(bool is_rows_by_channels(const Tensor& t))
-KILN_ISA_DECLARE(bool can_run_batch_norm_rows(const Tensor& x,
-                                              std::initializer_list<const Tensor*> like_x))
-KILN_ISA_DECLARE(bool can_run_batch_norm_blocked(const Tensor& x,
-                                                 std::initializer_list<const Tensor*> like_x))
-KILN_ISA_DECLARE(bool can_run_batch_norm(const Tensor& x,
-                                         std::initializer_list<const Tensor*> like_x, bool blocked))
-KILN_ISA_DECLARE(const char* batch_norm_layout_requirement(bool blocked))
+// The layout rules are the same for every variant: compiled once, here.
+bool is_rows_by_channels(const Tensor& t) {
+  return t.defined() && t.rank() >= 2 && t.is_dense() && (t.dim(1) == 1 || t.strides()[1] == 1);
+}
+
+bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
+  if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
+  if (x.rank() != 4 || x.dim(1) % 16 != 0 || !x.is_dense()) return false;
+  for (const Tensor* t : like_x) {
+    if (t == nullptr || !t->defined() || t->shape() != x.shape() || t->dtype() != x.dtype() ||
+        !t->is_dense()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
+  if (!x.defined() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16)) return false;
+  if (!is_rows_by_channels(x)) return false;
+  for (const Tensor* t : like_x) {
+    if (t == nullptr || !t->defined() || t->shape() != x.shape() || t->dtype() != x.dtype()) {
+      return false;
+    }
+    // Strides of extent-1 dims do not matter ([N, C, 1, 1] is both layouts at once).
+    for (int d = 0; d < x.rank(); ++d) {
+      if (x.dim(d) > 1 && t->strides()[size_t(d)] != x.strides()[size_t(d)]) return false;
+    }
+  }
+  return true;
+}
+
+bool can_run_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> like_x,
+                        bool blocked) {
+  const auto can_run = blocked ? can_run_batch_norm_blocked : can_run_batch_norm_rows;
+  if (!can_run(x, {})) return false;
+  for (const Tensor* t : like_x) {
+    if (t != nullptr && !can_run(x, {t})) return false;
+  }
+  return true;
+}
+
+const char* batch_norm_layout_requirement(bool blocked) {
+  return blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike";
+}
+
 KILN_ISA_DECLARE(void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma,
                                               const Tensor& beta, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor* residual,
@@ -807,22 +800,6 @@ KILN_ISA_DECLARE(void batch_norm_rows_backward_add_relu(
     const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dy, const Tensor& dx,
     const Tensor& dgamma, const Tensor& dbeta, bool blocked))
 
-bool is_rows_by_channels(const Tensor& t) {
-  return KILN_ISA_CALL(is_rows_by_channels, t);
-}
-bool can_run_batch_norm_rows(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
-  return KILN_ISA_CALL(can_run_batch_norm_rows, x, like_x);
-}
-bool can_run_batch_norm_blocked(const Tensor& x, std::initializer_list<const Tensor*> like_x) {
-  return KILN_ISA_CALL(can_run_batch_norm_blocked, x, like_x);
-}
-bool can_run_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> like_x,
-                        bool blocked) {
-  return KILN_ISA_CALL(can_run_batch_norm, x, like_x, blocked);
-}
-const char* batch_norm_layout_requirement(bool blocked) {
-  return KILN_ISA_CALL(batch_norm_layout_requirement, blocked);
-}
 void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              const Tensor& running_mean, const Tensor& running_var,
                              const Tensor* residual, const BatchNormRowsOptions& options,
