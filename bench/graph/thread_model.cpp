@@ -71,13 +71,13 @@ struct Step {
     step.force_thread_strategy(train::ThreadStrategy::per_kernel);
     step.run(x, y);
     whole = launch_costs(step.executable());
-    refusal = train::eager_batch_split_refusal(*net, loss, x, y, 2);
+    refusal = train::eager_batch_split_refusal(*net, loss, {x}, y, 2);
   }
   // Seconds of the batch-split step on `cores` cores: every slice at once, each on one core
   // with its share of the memory system; then the update (summing the slices' gradients) per
   // kernel on all cores; one fork/join.
   double split_seconds(int cores, const ThreadCostModel& m) {
-    train::BatchSplitStep split(*net, loss, *opt, {.fusion = true}, {}, x, y, cores);
+    train::BatchSplitStep split(*net, loss, *opt, {.fusion = true}, {}, {x}, y, cores);
     ThreadCostModel alone = m;
     alone.bytes_per_second = std::min(m.bytes_per_second, m.bandwidth_per_second / cores);
     alone.bandwidth_per_second = alone.bytes_per_second;

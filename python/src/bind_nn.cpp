@@ -17,11 +17,44 @@ namespace kiln::python {
 
 namespace {
 
+// A Python construct's result as the cell's outputs: a Tensor, or a tuple or list of them.
+nn::Tensors outputs_of(const py::object& result, const std::string& cell) {
+  if (py::isinstance<Tensor>(result)) return {result.cast<Tensor>()};
+  KILN_CHECK(py::isinstance<py::tuple>(result) || py::isinstance<py::list>(result), cell,
+             ".construct returned ", std::string(py::str(py::type::of(result).attr("__name__"))),
+             "; a cell returns a Tensor or a tuple of Tensors");
+  nn::Tensors outputs;
+  for (const py::handle item : result) {
+    KILN_CHECK(py::isinstance<Tensor>(item), cell, ".construct returned a ",
+               std::string(py::str(py::type::of(result).attr("__name__"))), " holding a ",
+               std::string(py::str(py::type::of(item).attr("__name__"))),
+               "; a cell returns a Tensor or a tuple of Tensors");
+    outputs.push_back(item.cast<Tensor>());
+  }
+  return outputs;
+}
+
+// Python's construct(self, *inputs) serves both C++ forms: construct(x) calls it with one
+// argument, construct_multi(inputs) with one argument per input, and takes a tuple back.
 class PythonCell : public nn::Cell {
  public:
   explicit PythonCell(std::string name) : Cell(std::move(name)) {}
   Tensor construct(const Tensor& x) override {
-    PYBIND11_OVERRIDE_PURE(Tensor, nn::Cell, construct, x);
+    py::gil_scoped_acquire gil;
+    const py::function override = py::get_override(static_cast<const nn::Cell*>(this), "construct");
+    if (!override) return nn::Cell::construct(x);
+    nn::Tensors outputs = outputs_of(override(x), cell_name());
+    KILN_CHECK(outputs.size() == 1, cell_name(), ".construct returned ", outputs.size(),
+               " outputs where one was expected; its first output is what Model trains on");
+    return outputs[0];
+  }
+  nn::Tensors construct_multi(const nn::Tensors& inputs) override {
+    py::gil_scoped_acquire gil;
+    const py::function override = py::get_override(static_cast<const nn::Cell*>(this), "construct");
+    if (!override) return nn::Cell::construct_multi(inputs);
+    py::tuple args(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
+    return outputs_of(override(*args), cell_name());
   }
   void add_parameter(const std::string& name, const Tensor& value) {
     check_new_name(name);

@@ -191,11 +191,11 @@ void bind_train(py::module_& m) {
           py::arg("dataset_sink_mode"), py::arg("sink_size"), py::arg("initial_epoch"))
       .def(
           "train_step",
-          [](train::Model& model, const Tensor& data, const Tensor& label) {
+          [](train::Model& model, const std::vector<Tensor>& inputs, const Tensor& label) {
             py::gil_scoped_release release;
-            return model.train_step(data, label);
+            return model.train_step(inputs, label);
           },
-          py::arg("data"), py::arg("label"))
+          py::arg("inputs"), py::arg("label"))
       .def(
           "eval",
           [](train::Model& model, const data::Dataset& dataset,
@@ -206,11 +206,16 @@ void bind_train(py::module_& m) {
           py::arg("valid_dataset"), py::arg("metrics"))
       .def(
           "predict",
-          [](train::Model& model, const Tensor& data) {
-            py::gil_scoped_release release;
-            return model.predict(data);
+          [](train::Model& model, const std::vector<Tensor>& inputs) -> py::object {
+            std::vector<Tensor> outputs;
+            {
+              py::gil_scoped_release release;
+              outputs = model.predict(inputs);
+            }
+            if (outputs.size() == 1) return py::cast(outputs[0]);
+            return py::tuple(py::cast(outputs));
           },
-          py::arg("data"))
+          py::arg("inputs"))
       .def_property_readonly("global_step", &train::Model::global_step)
       .def_property_readonly("skipped_steps", &train::Model::skipped_steps)
       .def_property_readonly("loss_scale", [](const train::Model& model) -> py::object {

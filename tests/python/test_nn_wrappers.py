@@ -116,6 +116,9 @@ def test_wrappers_refuse_what_they_cannot_train():
     with pytest.raises(ValueError, match="sens=2.0 is not available"):
         nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt, sens=2.0)
     train_net = nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt)
-    with pytest.raises(ValueError, match="takes \\(data, label\\), got 3 inputs"):
-        x = Tensor(np.zeros((1, 1, 28, 28), np.float32))
+    x = Tensor(np.zeros((1, 1, 28, 28), np.float32))
+    with pytest.raises(ValueError, match="takes \\(data, label\\), got 1 inputs"):
+        train_net(x)
+    # Every column but the last goes to the backbone, whose construct says what it takes.
+    with pytest.raises(TypeError, match=r"LeNet5.construct\(\) takes 2 positional arguments"):
         train_net(x, x, x)

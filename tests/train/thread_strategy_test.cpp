@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "kiln/nn/dense.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/normalization.h"
+#include "kiln/ops/functional.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/train/batch_split_step.h"
 #include "kiln/train/compiled_step.h"
@@ -232,12 +234,12 @@ TEST(BatchSplit, EagerGradientsEqualTheWholeBatchGradients) {
     nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
     const std::vector<Tensor> params = net->trainable_params();
     const Tensor x = batch_images(64, 500), y = batch_labels(64, 600);
-    EXPECT_EQ(eager_batch_split_refusal(*net, loss, x, y, 2), "") << model;
+    EXPECT_EQ(eager_batch_split_refusal(*net, loss, {x}, y, 2), "") << model;
     const Tensor whole_loss = loss(net->construct(x), y);
     std::vector<std::vector<float>> whole, split;
     for (const Tensor& g : autograd::grad(whole_loss, params))
       whole.push_back(g.to_vector<float>());
-    auto [split_loss, grads] = eager_split_loss_and_gradients(*net, loss, params, {}, x, y, 2);
+    auto [split_loss, grads] = eager_split_loss_and_gradients(*net, loss, params, {}, {x}, y, 2);
     for (const Tensor& g : grads) split.push_back(g.to_vector<float>());
     EXPECT_NEAR(split_loss.item<float>(), whole_loss.item<float>(),
                 1e-5 * std::abs(whole_loss.item<float>()))
@@ -247,9 +249,62 @@ TEST(BatchSplit, EagerGradientsEqualTheWholeBatchGradients) {
   // BatchNorm in training: eager refuses to split it too.
   std::shared_ptr<nn::Cell> bn = make_net("conv_bn");
   nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
-  EXPECT_NE(eager_batch_split_refusal(*bn, loss, batch_images(16, 1), batch_labels(16, 2), 2)
+  EXPECT_NE(eager_batch_split_refusal(*bn, loss, {batch_images(16, 1)}, batch_labels(16, 2), 2)
                 .find("BatchNorm"),
             std::string::npos);
+}
+
+// mlp(a) + mlp(b) with one MLP: two inputs, the batch split slicing both alike.
+class SharedMlpOfTwo : public nn::Cell {
+ public:
+  SharedMlpOfTwo() : Cell("SharedMlpOfTwo"), mlp_(register_cell("mlp", make_net("mlp"))) {}
+  nn::Tensors construct_multi(const nn::Tensors& inputs) override {
+    return {ops::add((*mlp_)(inputs.at(0)), (*mlp_)(inputs.at(1)))};
+  }
+
+ private:
+  std::shared_ptr<nn::Cell> mlp_;
+};
+
+TEST(BatchSplit, SlicesEveryInputOfANetworkOfTwo) {
+  Budget two(2);
+  std::map<ThreadStrategy, TrainingRun> runs;
+  for (ThreadStrategy strategy : {ThreadStrategy::per_kernel, ThreadStrategy::batch_split}) {
+    auto net = std::make_shared<SharedMlpOfTwo>();
+    nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+    optim::Momentum opt(net->trainable_params(), optim::constant_lr(0.05),
+                        optim::MomentumOptions{.momentum = 0.9});
+    CompiledTrainStep step(*net, loss, opt, {.fusion = true});
+    step.set_verbose(false);
+    step.force_thread_strategy(strategy);
+    TrainingRun& run = runs[strategy];
+    for (int s = 0; s < 3; ++s) {
+      const nn::Tensors inputs{batch_images(32, 700 + uint64_t(s)),
+                               batch_images(32, 800 + uint64_t(s))};
+      run.losses.push_back(step.run(inputs, batch_labels(32, 900 + uint64_t(s))).item<float>());
+    }
+    run.strategy = step.thread_strategy();
+    for (auto& [name, t] : net->state_and_names()) run.state.push_back(t.to_vector<float>());
+  }
+  EXPECT_EQ(runs[ThreadStrategy::batch_split].strategy, ThreadStrategy::batch_split);
+  expect_same_training(runs[ThreadStrategy::per_kernel], runs[ThreadStrategy::batch_split],
+                       "two inputs, batch split");
+  // Eager mode's split slices both inputs too.
+  auto net = std::make_shared<SharedMlpOfTwo>();
+  nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
+  const nn::Tensors inputs{batch_images(16, 1), batch_images(16, 2)};
+  const Tensor y = batch_labels(16, 3);
+  EXPECT_EQ(eager_batch_split_refusal(*net, loss, inputs, y, 2), "");
+  const std::vector<Tensor> params = net->trainable_params();
+  autograd::install_tape();
+  const Tensor whole_loss = loss(net->first_output(inputs), y);
+  std::vector<std::vector<float>> whole, split;
+  for (const Tensor& g : autograd::grad(whole_loss, params)) whole.push_back(g.to_vector<float>());
+  auto [split_loss, grads] = eager_split_loss_and_gradients(*net, loss, params, {}, inputs, y, 2);
+  for (const Tensor& g : grads) split.push_back(g.to_vector<float>());
+  EXPECT_NEAR(split_loss.item<float>(), whole_loss.item<float>(),
+              1e-5 * std::abs(whole_loss.item<float>()));
+  EXPECT_LT(worst_relative_to_scale(whole, split), 1e-5);
 }
 
 TEST(PerLaunchThreads, SameResultsAsAFixedTeam) {

@@ -37,8 +37,16 @@ class WithLossCell(Cell):
         self._loss_fn = loss_fn
         self._register_cell("", backbone)
 
-    def construct(self, data, label):
-        return self._loss_fn(self._backbone(data), label)
+    def construct(self, *columns):
+        """The backbone takes every column but the last (the label); the loss sees its first
+        output, as the engine's Model trains it."""
+        if len(columns) < 2:
+            raise ValueError("WithLossCell: takes the backbone's inputs then the label, at least "
+                             f"(data, label); got {len(columns)} input(s)")
+        out = self._backbone(*columns[:-1])
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        return self._loss_fn(out, columns[-1])
 
     @property
     def backbone_network(self):
@@ -88,8 +96,11 @@ class TrainOneStepCell(Cell):
         self._step = _kiln.train.Model(net, loss, optimizer, [], "O0", True, "bf16", "", False)
 
     def construct(self, *inputs):
-        if len(inputs) != 2:
+        own_loss = not isinstance(self.network, WithLossCell)
+        if len(inputs) < 2 or (own_loss and len(inputs) != 2):
             raise ValueError(f"TrainOneStepCell: takes (data, label), got {len(inputs)} inputs; "
-                             "Kiln's cells take one data column")
-        loss = self._step.train_step(_as_tensor(inputs[0]), _as_tensor(inputs[1]))
+                             "a backbone of several inputs trains as "
+                             "TrainOneStepCell(WithLossCell(backbone, loss_fn), optimizer) with "
+                             "(input, ..., label)")
+        loss = self._step.train_step([_as_tensor(x) for x in inputs[:-1]], _as_tensor(inputs[-1]))
         return Tensor(np.array(loss, dtype=np.float32))

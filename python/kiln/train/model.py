@@ -12,6 +12,10 @@ from ..nn.metrics import Metric
 from ..nn.wrap import TrainOneStepCell, network_and_loss
 
 
+def _as_tensor(value):
+    return value if isinstance(value, Tensor) else Tensor(value)
+
+
 def _release_workers(dataset):
     """Stops the worker processes of a data set's python_multiprocessing map functions."""
     release = getattr(dataset, "_release_workers", None)
@@ -26,12 +30,11 @@ def _native_dataset(dataset, method):
                         "build it with kiln.dataset (GeneratorDataset, MnistDataset, ...), whose "
                         "pipeline runs in the engine")
     columns = native.get_col_names()
-    if len(columns) != 2:
-        # The engine's cells take one input tensor: a row is (data, label).
+    if len(columns) < 2:
+        # A row is the network's inputs, then the label.
         raise ValueError(f"Model.{method}: the data set's rows have {len(columns)} column(s) "
-                         f"{columns}; Kiln's Model trains on (data, label), one input column and "
-                         "the label: keep two with dataset.project([...]), or join inputs in a "
-                         "map")
+                         f"{columns}; Kiln's Model trains on the network's inputs then the "
+                         "label, (data, label) at least")
     return native
 
 
@@ -117,9 +120,15 @@ class Model:
         finally:
             _release_workers(train_dataset)
 
-    def train_step(self, data, label):
-        """One training step on one batch; returns the loss as a float."""
-        return self._require_native("train_step").train_step(data, label)
+    def train_step(self, *columns):
+        """One training step on one batch: the network's inputs, then the label, as a dataset
+        row holds them (``train_step(data, label)``, ``train_step(a, b, label)``); returns the
+        loss as a float."""
+        if len(columns) < 2:
+            raise ValueError("Model.train_step: takes the network's inputs then the label, "
+                             f"at least (data, label); got {len(columns)} argument(s)")
+        native = self._require_native("train_step")
+        return native.train_step([_as_tensor(c) for c in columns[:-1]], _as_tensor(columns[-1]))
 
     def eval(self, valid_dataset, callbacks=None, dataset_sink_mode=False):
         """{metric name: value} over one epoch of ``valid_dataset``."""
@@ -133,18 +142,17 @@ class Model:
         return {user: values[engine] for user, engine in wanted.items()}
 
     def predict(self, *predict_data):
-        """The network's output in evaluation mode, without gradients."""
-        if len(predict_data) != 1:
-            raise ValueError(f"Model.predict: takes one input tensor, got {len(predict_data)}")
-        data = predict_data[0]
-        if not isinstance(data, Tensor):
-            data = Tensor(data)
+        """The network's output in evaluation mode, without gradients: a Tensor, or a tuple of
+        them for a network of several outputs. A network of several inputs takes them all."""
+        if not predict_data:
+            raise ValueError("Model.predict: takes the network's input tensors, got none")
+        inputs = [_as_tensor(d) for d in predict_data]
         if self._native is not None:
-            return self._native.predict(data)
+            return self._native.predict(inputs)
         was_training = self._network.training
         self._network.set_train(False)
         try:
-            return self._network(data)
+            return self._network(*inputs)
         finally:
             self._network.set_train(was_training)
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,13 +15,31 @@
 namespace kiln::nn {
 
 using NamedTensor = std::pair<std::string, Tensor>;
+using Tensors = std::vector<Tensor>;
 
+// A cell computes in one of two forms, and overrides the one that fits it:
+//   construct(x)              one input, one output: layers and most networks;
+//   construct_multi(inputs)   several inputs or outputs: a two-tower network, one that returns
+//                             logits and features.
+// Each form's default calls the other, so either can be called on any cell; a cell that
+// overrides neither throws naming itself. (Two names, not two overloads of construct: a layer
+// overriding one overload would hide the other from its callers.)
 class Cell {
  public:
   virtual ~Cell() = default;
 
-  virtual Tensor construct(const Tensor& x) = 0;
+  virtual Tensor construct(const Tensor& x);
+  virtual Tensors construct_multi(const Tensors& inputs);
   Tensor operator()(const Tensor& x) { return construct(x); }
+  Tensors operator()(const Tensors& inputs) { return construct_multi(inputs); }
+  template <class... More>
+  Tensors operator()(const Tensor& first, const Tensor& second, const More&... more) {
+    static_assert((std::is_convertible_v<More, Tensor> && ...), "a cell's inputs are Tensors");
+    return construct_multi(Tensors{first, second, more...});
+  }
+  // construct_multi's first output: what a loss and the metrics see when Model trains the cell
+  // (its further outputs are Model::predict's).
+  Tensor first_output(const Tensors& inputs);
 
   // Parameters and buffers of this cell and its children, named by path ("layer1.0.conv1.weight").
   std::vector<NamedTensor> parameters_and_names() const;

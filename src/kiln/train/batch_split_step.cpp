@@ -57,26 +57,49 @@ ops::TensorMeta slice_meta(const Tensor& t, int slices) {
   return m;
 }
 
+nn::Tensors batch_slices(const nn::Tensors& inputs, int i, int slices) {
+  nn::Tensors out;
+  for (const Tensor& x : inputs) out.push_back(batch_slice(x, i, slices));
+  return out;
+}
+
+// The traced network's inputs, shaped as `inputs` (divided into `slices` along the batch).
+nn::Tensors trace_inputs(graph::Tracer& tracer, const nn::Tensors& inputs, int slices) {
+  nn::Tensors out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    out.push_back(
+        tracer.input(slices == 1 ? ops::meta_of(inputs[i]) : slice_meta(inputs[i], slices),
+                     inputs.size() == 1 ? "images" : "input" + std::to_string(i)));
+  }
+  return out;
+}
+
+std::string describe_all(const nn::Tensors& tensors) {
+  std::string out;
+  for (const Tensor& t : tensors) out += (out.empty() ? "" : ", ") + describe(t);
+  return out;
+}
+
 }  // namespace
 
-std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const Tensor& images,
+std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
                                       const Tensor& labels, int slices) {
   if (slices < 2) return "one thread";
   graph::Graph g;
   {
     graph::Tracer tracer(g);
     tracer.bind_state(net.state_and_names());
-    const Tensor x = tracer.input(ops::meta_of(images), "images");
+    const nn::Tensors xs = trace_inputs(tracer, inputs, 1);
     const Tensor y = tracer.input(ops::meta_of(labels), "labels");
-    tracer.add_output(loss(net(x), y));
+    tracer.add_output(loss(net.first_output(xs), y));
     tracer.finish();
   }
-  return batch_split_refusal(g, loss, images.rank() > 0 ? images.dim(0) : 0, slices);
+  return batch_split_refusal(g, loss, inputs[0].rank() > 0 ? inputs[0].dim(0) : 0, slices);
 }
 
 std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
     nn::Cell& net, nn::LossCell& loss, const std::vector<Tensor>& params, const amp::AmpConfig& amp,
-    const Tensor& images, const Tensor& labels, int slices) {
+    const nn::Tensors& inputs, const Tensor& labels, int slices) {
   const bool mean = loss.batch_reduction() == nn::Reduction::mean;
   std::vector<Tensor> losses(static_cast<size_t>(slices));
   std::vector<std::vector<Tensor>> grads(static_cast<size_t>(slices));
@@ -89,7 +112,7 @@ std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
       {
         std::optional<amp::AutocastScope> autocast;  // per thread, as the tape's grad mode
         if (amp.level != amp::AmpLevel::O0) autocast.emplace(amp);
-        l = loss(net(batch_slice(images, i, slices)), batch_slice(labels, i, slices));
+        l = loss(net.first_output(batch_slices(inputs, i, slices)), batch_slice(labels, i, slices));
       }
       if (mean) l = ops::mul_scalar(l, 1.0 / slices);
       grads[size_t(i)] = autograd::grad(l, params);
@@ -113,11 +136,9 @@ std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
 
 BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
                                const graph::CompileOptions& options, const amp::AmpConfig& amp,
-                               const Tensor& images, const Tensor& labels, int slices)
-    : images_shape_(images.shape()),
-      labels_shape_(labels.shape()),
-      images_dtype_(images.dtype()),
-      labels_dtype_(labels.dtype()) {
+                               const nn::Tensors& inputs, const Tensor& labels, int slices) {
+  for (const Tensor& x : inputs) batch_.push_back(ops::meta_of(x));
+  batch_.push_back(ops::meta_of(labels));
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Tensor> params = opt.parameters();
   const bool mean = loss.batch_reduction() == nn::Reduction::mean;
@@ -127,12 +148,12 @@ BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimiz
     graph::Graph g;
     graph::Tracer tracer(g);
     tracer.bind_state(traced_step_state(net, opt));
-    const Tensor x = tracer.input(slice_meta(images, slices), "images");
+    const nn::Tensors xs = trace_inputs(tracer, inputs, slices);
     const Tensor y = tracer.input(slice_meta(labels, slices), "labels");
     Tensor slice_loss;
     {
       amp::AutocastScope autocast(amp);
-      slice_loss = loss(net(x), y);
+      slice_loss = loss(net.first_output(xs), y);
     }
     if (mean) slice_loss = ops::mul_scalar(slice_loss, 1.0 / slices);
     const std::vector<Tensor> grads = graph::gradients(tracer, slice_loss, params);
@@ -184,23 +205,29 @@ BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimiz
 
 BatchSplitStep::~BatchSplitStep() = default;
 
-bool BatchSplitStep::accepts(const Tensor& images, const Tensor& labels) const {
-  return images.shape() == images_shape_ && images.dtype() == images_dtype_ &&
-         labels.shape() == labels_shape_ && labels.dtype() == labels_dtype_;
+bool BatchSplitStep::accepts(const nn::Tensors& inputs, const Tensor& labels) const {
+  if (inputs.size() + 1 != batch_.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].shape() != batch_[i].shape || inputs[i].dtype() != batch_[i].dtype) return false;
+  }
+  return labels.shape() == batch_.back().shape && labels.dtype() == batch_.back().dtype;
 }
 
-Tensor BatchSplitStep::run(const Tensor& images, const Tensor& labels) {
-  if (!accepts(images, labels)) {
-    throw ShapeError("batch-split step: compiled for " + std::string(dtype_name(images_dtype_)) +
-                     images_shape_.str() + " images and " + std::string(dtype_name(labels_dtype_)) +
-                     labels_shape_.str() + " labels, got " + describe(images) + ", " +
-                     describe(labels));
+Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
+  if (!accepts(inputs, labels)) {
+    std::string compiled;
+    for (const ops::TensorMeta& m : batch_) {
+      compiled += (compiled.empty() ? "" : ", ") + std::string(dtype_name(m.dtype)) + m.shape.str();
+    }
+    throw ShapeError("batch-split step: compiled for inputs and labels " + compiled + ", got " +
+                     describe_all(inputs) + ", " + describe(labels));
   }
   const int slices = this->slices();
-  std::vector<Tensor> xs, ys;
+  // Slice i's graph inputs: its part of every network input, then of the labels.
+  std::vector<std::vector<Tensor>> slice_inputs(static_cast<size_t>(slices));
   for (int i = 0; i < slices; ++i) {
-    xs.push_back(batch_slice(images, i, slices));
-    ys.push_back(batch_slice(labels, i, slices));
+    slice_inputs[size_t(i)] = batch_slices(inputs, i, slices);
+    slice_inputs[size_t(i)].push_back(batch_slice(labels, i, slices));
   }
   std::vector<std::vector<Tensor>> outs(static_cast<size_t>(slices));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
@@ -210,8 +237,7 @@ Tensor BatchSplitStep::run(const Tensor& images, const Tensor& labels) {
   for (int i = 0; i < slices; ++i) {
     try {
       KernelThreads alone(1);
-      const Tensor in[2] = {xs[size_t(i)], ys[size_t(i)]};
-      outs[size_t(i)] = slice_steps_[size_t(i)]->run_in_arena(in);
+      outs[size_t(i)] = slice_steps_[size_t(i)]->run_in_arena(slice_inputs[size_t(i)]);
     } catch (...) {
       errors[size_t(i)] = std::current_exception();
     }

@@ -32,32 +32,33 @@ std::string batch_split_refusal(const graph::Graph& g, const nn::LossCell& loss,
                                 int slices);
 
 // Eager mode's batch split: each of `slices` threads runs the forward and backward of its slice
-// of the batch on the tape, every kernel on that thread alone; returns the batch's loss and the
-// parameters' gradients, summed over the slices. The caller applies them.
+// of the batch (every input and the labels sliced alike) on the tape, every kernel on that thread
+// alone; returns the batch's loss and the parameters' gradients, summed over the slices. The
+// caller applies them.
 std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
     nn::Cell& net, nn::LossCell& loss, const std::vector<Tensor>& params, const amp::AmpConfig& amp,
-    const Tensor& images, const Tensor& labels, int slices);
+    const nn::Tensors& inputs, const Tensor& labels, int slices);
 // Why eager mode cannot run this network's step on `slices` slices (its forward is traced once to
 // see its ops, as batch_split_refusal reads them); empty when it can.
-std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const Tensor& images,
+std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
                                       const Tensor& labels, int slices);
 
 class BatchSplitStep {
  public:
-  // Compiles the slice graphs and the update for batches shaped as `images` and `labels`.
-  // `options` as for the whole-batch step (fusion, dumps); each slice gets its own arena and
-  // one thread per kernel.
+  // Compiles the slice graphs and the update for batches shaped as `inputs` (the network's) and
+  // `labels`. `options` as for the whole-batch step (fusion, dumps); each slice gets its own
+  // arena and one thread per kernel.
   BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
                  const graph::CompileOptions& options, const amp::AmpConfig& amp,
-                 const Tensor& images, const Tensor& labels, int slices);
+                 const nn::Tensors& inputs, const Tensor& labels, int slices);
   ~BatchSplitStep();
 
   // One step (forward, loss, backward of every slice in parallel; the update once); returns
   // the batch's loss. The caller calls the optimizer's prepare_step() and advance() around it.
-  Tensor run(const Tensor& images, const Tensor& labels);
+  Tensor run(const nn::Tensors& inputs, const Tensor& labels);
 
   int slices() const { return int(slice_steps_.size()); }
-  bool accepts(const Tensor& images, const Tensor& labels) const;
+  bool accepts(const nn::Tensors& inputs, const Tensor& labels) const;
   double compile_ms() const { return compile_ms_; }
   const graph::Executable& update() const { return *update_; }
   const graph::Executable& slice_step(int i) const { return *slice_steps_.at(size_t(i)); }
@@ -65,8 +66,7 @@ class BatchSplitStep {
  private:
   std::vector<std::unique_ptr<graph::Executable>> slice_steps_;
   std::unique_ptr<graph::Executable> update_;
-  Shape images_shape_, labels_shape_;
-  DType images_dtype_, labels_dtype_;
+  std::vector<ops::TensorMeta> batch_;  // the network's inputs, then the labels
   double compile_ms_ = 0;
 };
 

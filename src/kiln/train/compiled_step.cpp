@@ -31,8 +31,17 @@ namespace {
 // Keeps the number of live graphs (and their launch lists) bounded if shapes keep changing.
 constexpr size_t kMaxGraphs = 6;
 
-std::string shapes_str(const Tensor& a, const Tensor& b) {
-  return describe(a) + ", " + describe(b);
+std::string shapes_str(const nn::Tensors& inputs, const Tensor& labels) {
+  std::string out;
+  for (const Tensor& x : inputs) out += describe(x) + ", ";
+  return out + describe(labels);
+}
+
+// The compiled step's inputs: the network's, then the labels.
+std::vector<Tensor> graph_batch(const nn::Tensors& inputs, const Tensor& labels) {
+  std::vector<Tensor> batch = inputs;
+  batch.push_back(labels);
+  return batch;
 }
 
 // The process's CPU time: the race of faster_than_fp32 compares work, which a machine shared
@@ -102,10 +111,12 @@ CompiledTrainStep::CompiledTrainStep(nn::Cell& net, nn::LossCell& loss, optim::O
 
 CompiledTrainStep::~CompiledTrainStep() = default;
 
-CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor& images,
+CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const nn::Tensors& inputs,
                                                                    const Tensor& labels,
                                                                    bool evaluation,
                                                                    const amp::AmpConfig& amp) {
+  if (inputs.empty()) throw Error("graph mode: the step was given no network inputs");
+  const Tensor& images = inputs[0];
   auto t0 = std::chrono::steady_clock::now();
   graph::Graph g;
   TracedStep traced;
@@ -123,11 +134,15 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
       throw Error("graph mode: SEMI_AUTO_PARALLEL with micro_batches = " +
                   std::to_string(options_.micro_batches) + " is not supported yet");
     }
+    if (inputs.size() != 1) {
+      throw Error("graph mode: SEMI_AUTO_PARALLEL plans networks of one input; this one takes " +
+                  std::to_string(inputs.size()));
+    }
     const parallel::MachineModel machine =
         parallel::auto_parallel_active() ? planning_machine_model() : parallel::MachineModel{};
     logical = parallel::plan_step(
         ops::meta_of(images), ops::meta_of(labels),
-        [&](const Tensor& x, const Tensor& y) { return trace_slice(x, y, 0, 1); },
+        [&](const Tensor& x, const Tensor& y) { return trace_slice({x}, y, 0, 1); },
         net_.state_and_names(), opt_.state_and_names(), opt_.parameters(), machine);
     parallel_plan_ = logical->auto_text + logical->plan_text;
     if (!evaluation) predicted_ = logical->predicted;
@@ -140,11 +155,15 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
       state.emplace_back("loss_scale.inverse", inverse_scale_);
     }
     tracer.bind_state(state);
-    Tensor x = tracer.input(ops::meta_of(images), "images");
+    nn::Tensors xs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      xs.push_back(tracer.input(ops::meta_of(inputs[i]),
+                                inputs.size() == 1 ? "images" : "input" + std::to_string(i)));
+    }
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
     slices = logical ? 1 : micro_batches_for(images);
     if (logical) {
-      auto [logits, loss] = parallel::trace_local_step(tracer, *logical, x, y, evaluation);
+      auto [logits, loss] = parallel::trace_local_step(tracer, *logical, xs[0], y, evaluation);
       if (evaluation) {
         tracer.add_output(logits);
       } else {
@@ -158,7 +177,7 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
       std::vector<Tensor> logits;
       Tensor loss;
       for (int i = 0; i < slices; ++i) {
-        auto [slice_logits, slice_loss] = trace_slice(x, y, i, slices);
+        auto [slice_logits, slice_loss] = trace_slice(xs, y, i, slices);
         logits.push_back(slice_logits);
         loss = i == 0 ? slice_loss : ops::add(loss, slice_loss);
       }
@@ -166,7 +185,7 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
       tracer.add_output(slices == 1 ? logits[0] : ops::concat(logits, 0));
       tracer.add_output(loss);
     } else {
-      auto [loss, grads] = trace_loss_and_gradients(tracer, x, y, slices);
+      auto [loss, grads] = trace_loss_and_gradients(tracer, xs, y, slices);
       // Data parallel: bucketed all-reduces, started as each bucket's last gradient is made
       // (passes::schedule_collectives) and awaited just before its updates.
       if (parallel::data_parallel_active()) grads = parallel::trace_gradient_all_reduce(grads);
@@ -216,38 +235,37 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const Tensor&
   return traced;
 }
 
-double CompiledTrainStep::trial_step_ms(graph::Executable& exe, const Tensor& images,
-                                        const Tensor& labels) {
-  std::vector<Tensor> inputs{images, labels};
+double CompiledTrainStep::trial_step_ms(graph::Executable& exe, const std::vector<Tensor>& batch) {
   const double t0 = process_cpu_ms();
   if (loss_scale_) {
-    exe.run_until_updates(inputs);
+    exe.run_until_updates(batch);
     exe.run_updates();
   } else {
-    exe.run(inputs);
+    exe.run(batch);
   }
   return process_cpu_ms() - t0;
 }
 
 CompiledTrainStep::TracedStep CompiledTrainStep::faster_than_fp32(TracedStep mixed,
-                                                                  const Tensor& images,
+                                                                  const nn::Tensors& inputs,
                                                                   const Tensor& labels) {
   amp_raced_ = true;
   const std::vector<amp::PlacementDecision> mixed_placement = placement_;
   amp::AmpConfig fp32 = amp_;
   fp32.level = amp::AmpLevel::O0;
-  TracedStep plain = trace_and_compile(images, labels, false, fp32);
+  TracedStep plain = trace_and_compile(inputs, labels, false, fp32);
+  const std::vector<Tensor> batch = graph_batch(inputs, labels);
   // The trial steps write parameters, optimizer state and BatchNorm statistics: keep a copy and
   // put it back, so training starts from where it was.
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (const auto& [name, t] : net_.state_and_names()) saved.emplace_back(t, t.clone());
   for (const auto& [name, t] : opt_.state_and_names()) saved.emplace_back(t, t.clone());
   double mixed_ms = 1e300, plain_ms = 1e300;
-  trial_step_ms(*mixed.exe, images, labels);  // first runs fault the arena in
-  trial_step_ms(*plain.exe, images, labels);
+  trial_step_ms(*mixed.exe, batch);  // first runs fault the arena in
+  trial_step_ms(*plain.exe, batch);
   for (int i = 0; i < 3; ++i) {  // alternating, so both see the same machine load
-    mixed_ms = std::min(mixed_ms, trial_step_ms(*mixed.exe, images, labels));
-    plain_ms = std::min(plain_ms, trial_step_ms(*plain.exe, images, labels));
+    mixed_ms = std::min(mixed_ms, trial_step_ms(*mixed.exe, batch));
+    plain_ms = std::min(plain_ms, trial_step_ms(*plain.exe, batch));
   }
   for (auto& [t, copy] : saved) t.copy_from(copy);
   amp_fell_back_ = plain_ms < mixed_ms;
@@ -268,15 +286,15 @@ CompiledTrainStep::TracedStep CompiledTrainStep::faster_than_fp32(TracedStep mix
   return mixed;
 }
 
-graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor& labels,
+graph::Executable& CompiledTrainStep::compile(const nn::Tensors& inputs, const Tensor& labels,
                                               bool evaluation) {
-  TracedStep traced = trace_and_compile(images, labels, evaluation, effective_amp());
+  TracedStep traced = trace_and_compile(inputs, labels, evaluation, effective_amp());
   bool any_bf16 = false;
   for (const amp::PlacementDecision& d : placement_) any_bf16 = any_bf16 || d.chosen != DType::f32;
   // Data parallel ranks must compile the same step, which separate races could not promise.
   if (!evaluation && !amp_raced_ && any_bf16 && !parallel::data_parallel_active() &&
       !parallel::semi_auto_active()) {
-    traced = faster_than_fp32(std::move(traced), images, labels);
+    traced = faster_than_fp32(std::move(traced), inputs, labels);
   }
   const int slices = traced.slices;
   std::unique_ptr<graph::Executable> exe = std::move(traced.exe);
@@ -287,7 +305,7 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
   if (!evaluation) {
     split =
         choose_thread_strategy(exe, std::move(traced.one_thread_graph), traced.options,
-                               traced.batch_split_refusal, images, labels, strategy_log, strategy);
+                               traced.batch_split_refusal, inputs, labels, strategy_log, strategy);
   }
   if (verbose_) {
     const char* what = evaluation       ? "compiled the evaluation forward"
@@ -301,7 +319,7 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
     std::fprintf(
         stderr, "kiln graph mode: %s%s%s for inputs %s: %s%s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
-        shapes_str(images, labels).c_str(), exe->report().str().c_str(), strategy_log.c_str());
+        shapes_str(inputs, labels).c_str(), exe->report().str().c_str(), strategy_log.c_str());
     for (const std::string& line : amp::describe_decisions(placement_)) {
       std::fprintf(stderr, "kiln amp placement: %s\n", line.c_str());
     }
@@ -319,7 +337,7 @@ graph::Executable& CompiledTrainStep::compile(const Tensor& images, const Tensor
 
 std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     std::unique_ptr<graph::Executable>& whole, graph::Graph one_thread_graph,
-    const graph::CompileOptions& options, const std::string& refusal, const Tensor& images,
+    const graph::CompileOptions& options, const std::string& refusal, const nn::Tensors& inputs,
     const Tensor& labels, std::string& log, ThreadStrategy& chosen) {
   chosen = ThreadStrategy::per_kernel;
   const int threads = num_threads();
@@ -339,11 +357,11 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
   }
   auto make_split = [&]() -> std::unique_ptr<BatchSplitStep> {
     if (!refusal.empty()) return nullptr;
-    return std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, effective_amp(), images,
+    return std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, effective_amp(), inputs,
                                             labels, threads);
   };
   const std::string split_str = "batch split into " + std::to_string(threads) + " slices of " +
-                                std::to_string(images.dim(0) / threads);
+                                std::to_string(inputs[0].dim(0) / threads);
   if (forced_ == ThreadStrategy::batch_split) {
     log = "; threads: " + split_str + " (as set)";
     chosen = ThreadStrategy::batch_split;
@@ -365,17 +383,17 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (auto& [name, t] : traced_step_state(net_, opt_)) saved.emplace_back(t, t.clone());
   opt_.prepare_step();
-  const std::vector<Tensor> inputs{images, labels};
+  const std::vector<Tensor> batch = graph_batch(inputs, labels);
   struct Candidate {
     ThreadStrategy strategy;
     std::function<void()> step;
     std::vector<double> seconds;
   };
   std::vector<Candidate> candidates;
-  candidates.push_back({ThreadStrategy::per_kernel, [&] { whole->run(inputs); }, {}});
-  candidates.push_back({ThreadStrategy::one_thread, [&] { one->run(inputs); }, {}});
+  candidates.push_back({ThreadStrategy::per_kernel, [&] { whole->run(batch); }, {}});
+  candidates.push_back({ThreadStrategy::one_thread, [&] { one->run(batch); }, {}});
   if (split) {
-    candidates.push_back({ThreadStrategy::batch_split, [&] { split->run(images, labels); }, {}});
+    candidates.push_back({ThreadStrategy::batch_split, [&] { split->run(inputs, labels); }, {}});
   }
   auto seconds = [](const std::function<void()>& step) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -435,17 +453,17 @@ ThreadStrategy CompiledTrainStep::thread_strategy() const {
   return current_.strategy;
 }
 
-Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
-  std::vector<Tensor> inputs{images, labels};
-  graph::Executable& exe = select(inputs, false);
+Tensor CompiledTrainStep::run(const nn::Tensors& inputs, const Tensor& labels) {
+  const std::vector<Tensor> batch = graph_batch(inputs, labels);
+  graph::Executable& exe = select(batch, false);
   opt_.prepare_step();
   if (current_.split) {
-    Tensor loss = current_.split->run(images, labels);
+    Tensor loss = current_.split->run(inputs, labels);
     opt_.advance();
     return loss;
   }
   if (!loss_scale_) {
-    std::vector<Tensor> out = exe.run(inputs);
+    std::vector<Tensor> out = exe.run(batch);
     opt_.advance();
     return out[0];
   }
@@ -453,7 +471,7 @@ Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   // As eager: the seed is the scale rounded to f32, the unscaling multiplies by float(1/scale).
   *scale_.data<float>() = float(scale);
   *inverse_scale_.data<float>() = float(1.0 / scale);
-  std::vector<Tensor> out = exe.run_until_updates(inputs);
+  std::vector<Tensor> out = exe.run_until_updates(batch);
   const bool overflow = !std::isfinite(*out[1].data<float>());
   last_skipped_ = !loss_scale_->update(overflow);
   if (!last_skipped_) exe.run_updates();
@@ -461,27 +479,28 @@ Tensor CompiledTrainStep::run(const Tensor& images, const Tensor& labels) {
   return out[0];
 }
 
-std::pair<Tensor, Tensor> CompiledTrainStep::evaluate(const Tensor& images, const Tensor& labels) {
-  std::vector<Tensor> inputs{images, labels};
-  std::vector<Tensor> out = select(inputs, true).run(inputs);
+std::pair<Tensor, Tensor> CompiledTrainStep::evaluate(const nn::Tensors& inputs,
+                                                      const Tensor& labels) {
+  const std::vector<Tensor> batch = graph_batch(inputs, labels);
+  std::vector<Tensor> out = select(batch, true).run(batch);
   return {out[0], out[1]};
 }
 
-graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, bool evaluation) {
+graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& batch, bool evaluation) {
   Current& current = evaluation ? current_eval_ : current_;
-  if (current.exe && current.exe->accepts(inputs) && current.training == net_.training()) {
+  if (current.exe && current.exe->accepts(batch) && current.training == net_.training()) {
     return *current.exe;
   }
   current = Current{};
   for (auto& c : compiled_) {
-    if (c.evaluation == evaluation && c.training == net_.training() && c.exe->accepts(inputs)) {
+    if (c.evaluation == evaluation && c.training == net_.training() && c.exe->accepts(batch)) {
       current.exe = c.exe.get();
       current.split = c.split.get();
       current.strategy = c.strategy;
     }
   }
   if (!current.exe) {
-    compile(inputs[0], inputs[1], evaluation);
+    compile({batch.begin(), batch.end() - 1}, batch.back(), evaluation);
     current.exe = compiled_.back().exe.get();
     current.split = compiled_.back().split.get();
     current.strategy = compiled_.back().strategy;
@@ -490,15 +509,19 @@ graph::Executable& CompiledTrainStep::select(const std::vector<Tensor>& inputs, 
   return *current.exe;
 }
 
-std::pair<Tensor, Tensor> CompiledTrainStep::trace_slice(const Tensor& x, const Tensor& y, int i,
-                                                         int slices) {
-  const int64_t size = x.dim(0) / slices;
-  const Tensor xi = slices == 1 ? x : ops::slice(x, 0, i * size, (i + 1) * size);
-  const Tensor yi = slices == 1 ? y : ops::slice(y, 0, i * size, (i + 1) * size);
+std::pair<Tensor, Tensor> CompiledTrainStep::trace_slice(const nn::Tensors& xs, const Tensor& y,
+                                                         int i, int slices) {
+  const int64_t size = slices == 1 ? 0 : y.dim(0) / slices;
+  auto slice = [&](const Tensor& t) {
+    return slices == 1 ? t : ops::slice(t, 0, i * size, (i + 1) * size);
+  };
+  nn::Tensors xis;
+  for (const Tensor& x : xs) xis.push_back(slice(x));
+  const Tensor yi = slice(y);
   Tensor logits, loss;
   {
     amp::AutocastScope autocast(tracing_amp_);
-    logits = net_(xi);
+    logits = net_.first_output(xis);
     loss = loss_(logits, yi);
     placement_.insert(placement_.end(), autocast.decisions().begin(), autocast.decisions().end());
   }
@@ -538,14 +561,14 @@ int CompiledTrainStep::micro_batches_for(const Tensor& images) const {
 }
 
 std::pair<Tensor, std::vector<Tensor>> CompiledTrainStep::trace_loss_and_gradients(
-    graph::Tracer& tracer, const Tensor& x, const Tensor& y, int slices) {
+    graph::Tracer& tracer, const nn::Tensors& xs, const Tensor& y, int slices) {
   const std::vector<Tensor> params = opt_.parameters();
   Tensor total;
   std::vector<Tensor> grads;
   // Slice by slice, each one's backward traced right after its forward: the schedule follows
   // the trace, so a slice's activations die before the next slice's forward makes its own.
   for (int i = 0; i < slices; ++i) {
-    const Tensor loss = trace_slice(x, y, i, slices).second;
+    const Tensor loss = trace_slice(xs, y, i, slices).second;
     Tensor seed;
     if (loss_scale_) {
       // The backward starts from the scale, cast to the loss's dtype as eager seeds it.

@@ -69,13 +69,21 @@ class CompiledTrainStep {
 
   // One step (forward, loss, backward, update) on a batch; returns the scalar loss (unscaled).
   // Calls the optimizer's prepare_step() before and advance() after, as Optimizer::step() does
-  // (also for a step skipped by loss scaling, as eager does).
-  Tensor run(const Tensor& images, const Tensor& labels);
+  // (also for a step skipped by loss scaling, as eager does). A network of several inputs
+  // (nn::Cell::construct_multi) takes them all; the loss sees its first output.
+  Tensor run(const nn::Tensors& inputs, const Tensor& labels);
+  Tensor run(const Tensor& images, const Tensor& labels) {
+    return run(nn::Tensors{images}, labels);
+  }
   // Forward and loss only, for evaluation: the network in its current mode (eval, under
   // Model::eval), no gradients or updates. Compiled once per input shape into the training step's
-  // arena, so evaluating in graph mode adds no memory of its own. Returns {logits, loss}. With
-  // micro-batches the forward runs slice by slice as well, so its arena stays the step's size.
-  std::pair<Tensor, Tensor> evaluate(const Tensor& images, const Tensor& labels);
+  // arena, so evaluating in graph mode adds no memory of its own. Returns {logits, loss}, the
+  // logits being the network's first output. With micro-batches the forward runs slice by slice
+  // as well, so its arena stays the step's size.
+  std::pair<Tensor, Tensor> evaluate(const nn::Tensors& inputs, const Tensor& labels);
+  std::pair<Tensor, Tensor> evaluate(const Tensor& images, const Tensor& labels) {
+    return evaluate(nn::Tensors{images}, labels);
+  }
 
   // Whether the last run's update was skipped because its scaled gradients overflowed.
   bool last_step_skipped() const { return last_skipped_; }
@@ -111,7 +119,7 @@ class CompiledTrainStep {
   void force_thread_strategy(std::optional<ThreadStrategy> strategy) { forced_ = strategy; }
 
  private:
-  graph::Executable& compile(const Tensor& images, const Tensor& labels, bool evaluation);
+  graph::Executable& compile(const nn::Tensors& inputs, const Tensor& labels, bool evaluation);
   // One traced and compiled step, with what choosing its threads needs.
   struct TracedStep {
     std::unique_ptr<graph::Executable> exe;
@@ -121,7 +129,7 @@ class CompiledTrainStep {
     graph::Graph one_thread_graph;    // the same graph, when a one-thread candidate is timed
   };
   // Traces one step (or evaluation forward) under `amp` and compiles it; sets placement_.
-  TracedStep trace_and_compile(const Tensor& images, const Tensor& labels, bool evaluation,
+  TracedStep trace_and_compile(const nn::Tensors& inputs, const Tensor& labels, bool evaluation,
                                const amp::AmpConfig& amp);
   // The AMP configuration steps compile with: O0 once the race below found fp32 faster.
   amp::AmpConfig effective_amp() const {
@@ -133,23 +141,24 @@ class CompiledTrainStep {
   // step compiled in fp32 (a few steps each, on this batch, the state restored after) and the
   // faster one is kept, so O1/O2 are never slower than O0 (what the per-op costs cannot see:
   // fusions that only fp32 gets). Returns the graph to keep.
-  TracedStep faster_than_fp32(TracedStep mixed, const Tensor& images, const Tensor& labels);
-  // One step of `exe` in milliseconds of the process's CPU time; its effects stay (the caller
-  // restores the state).
-  double trial_step_ms(graph::Executable& exe, const Tensor& images, const Tensor& labels);
-  // The compiled graph of this kind for these inputs and the network's mode, compiling it once.
-  graph::Executable& select(const std::vector<Tensor>& inputs, bool evaluation);
+  TracedStep faster_than_fp32(TracedStep mixed, const nn::Tensors& inputs, const Tensor& labels);
+  // One step of `exe` on the graph inputs `batch` (the network's inputs, then the labels) in
+  // milliseconds of the process's CPU time; its effects stay (the caller restores the state).
+  double trial_step_ms(graph::Executable& exe, const std::vector<Tensor>& batch);
+  // The compiled graph of this kind for the graph inputs `batch` (the network's inputs, then the
+  // labels) and the network's mode, compiling it once.
+  graph::Executable& select(const std::vector<Tensor>& batch, bool evaluation);
   // Slice i of `slices` equal slices of the traced batch through the network and the loss, under
   // the step's autocast: {logits, scalar loss}, the loss weighted so that the slices' losses add
   // up to the batch's.
-  std::pair<Tensor, Tensor> trace_slice(const Tensor& x, const Tensor& y, int i, int slices);
+  std::pair<Tensor, Tensor> trace_slice(const nn::Tensors& xs, const Tensor& y, int i, int slices);
   // CompileOptions::micro_batches for this batch: 1 where it does not split evenly.
   int micro_batches_for(const Tensor& images) const;
   // The batch's loss and the parameters' gradients (seeded with the loss scale, if any), traced
   // as `slices` micro-batches.
   std::pair<Tensor, std::vector<Tensor>> trace_loss_and_gradients(graph::Tracer& tracer,
-                                                                  const Tensor& x, const Tensor& y,
-                                                                  int slices);
+                                                                  const nn::Tensors& xs,
+                                                                  const Tensor& y, int slices);
   // Throws if some op of the trace mixes the samples of the batch (BatchNorm in training).
   static void check_samples_independent(const graph::Graph& g, int slices);
   // Loss scaling: the overflow flag, the unscaled gradients' updates, and the outputs.
@@ -160,12 +169,10 @@ class CompiledTrainStep {
   // on one thread (compiled from `one_thread_graph`, replacing `whole` when it wins) and, where
   // `refusal` is empty, the batch-split step (returned when it wins). All run real steps on this
   // batch and the state they change is restored after. `log` gets a line for the compile log.
-  std::unique_ptr<BatchSplitStep> choose_thread_strategy(std::unique_ptr<graph::Executable>& whole,
-                                                         graph::Graph one_thread_graph,
-                                                         const graph::CompileOptions& options,
-                                                         const std::string& refusal,
-                                                         const Tensor& images, const Tensor& labels,
-                                                         std::string& log, ThreadStrategy& chosen);
+  std::unique_ptr<BatchSplitStep> choose_thread_strategy(
+      std::unique_ptr<graph::Executable>& whole, graph::Graph one_thread_graph,
+      const graph::CompileOptions& options, const std::string& refusal, const nn::Tensors& inputs,
+      const Tensor& labels, std::string& log, ThreadStrategy& chosen);
 
   nn::Cell& net_;
   nn::LossCell& loss_;

@@ -56,11 +56,44 @@ bool next_batch(data::TupleIterator& it, std::vector<Tensor>& row) {
   return it.next(row);
 }
 
-void check_row(const std::vector<Tensor>& row, const char* what) {
+// The columns of a batch (the network's inputs, then the label) hold the same number of samples.
+void check_same_samples(const std::vector<Tensor>& columns, const char* what) {
+  const int64_t samples = columns[0].rank() > 0 ? columns[0].dim(0) : -1;
+  for (size_t i = 1; i < columns.size(); ++i) {
+    const int64_t n = columns[i].rank() > 0 ? columns[i].dim(0) : -1;
+    if (n != samples) {
+      throw ShapeError(std::string("Model.") + what + ": the batch's columns hold different " +
+                       "numbers of samples: column 0 is " + describe(columns[0]) + ", column " +
+                       std::to_string(i) + " is " + describe(columns[i]));
+    }
+  }
+}
+
+// A row's network inputs (every column but the last) and its label (the last), checked to be
+// batches of the same number of samples.
+struct Batch {
+  nn::Tensors inputs;
+  Tensor label;
+};
+
+Batch split_row(const std::vector<Tensor>& row, const char* what) {
   if (row.size() < 2) {
-    throw Error(std::string("Model.") + what + ": each dataset row must be (data, label), got " +
+    throw Error(std::string("Model.") + what +
+                ": each dataset row must be the network's inputs then the label, (data, label) "
+                "at least; got " +
                 std::to_string(row.size()) + " column(s)");
   }
+  Batch batch{{row.begin(), row.end() - 1}, row.back()};
+  check_same_samples(row, what);
+  return batch;
+}
+
+int64_t batch_size_of(const nn::Tensors& inputs) {
+  return inputs[0].rank() > 0 ? inputs[0].dim(0) : 1;
+}
+
+void check_inputs(const nn::Tensors& inputs, const char* what) {
+  if (inputs.empty()) throw Error(std::string("Model.") + what + ": no network inputs given");
 }
 
 }  // namespace
@@ -109,7 +142,7 @@ Model::Model(std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::LossCell> lo
 
 Model::~Model() = default;
 
-void Model::join_data_parallel(const Tensor& data) {
+void Model::join_data_parallel(const nn::Tensors& inputs) {
   if (joined_) return;
   joined_ = true;
   if (!parallel::data_parallel_active()) return;
@@ -118,7 +151,7 @@ void Model::join_data_parallel(const Tensor& data) {
   for (const auto& [name, t] : optimizer_->state_and_names()) {
     optimizer += ";" + name + ":" + t.shape().str();
   }
-  const int64_t batch = data.rank() > 0 ? data.dim(0) : 1;
+  const int64_t batch = batch_size_of(inputs);
   const std::vector<nn::NamedTensor> state = network_->state_and_names();
   const int64_t structure = parallel::describe_hash(parallel::describe_parameters(state));
   parallel::check_agreement({
@@ -134,9 +167,12 @@ void Model::join_data_parallel(const Tensor& data) {
   if (!graph) reducer_ = std::make_unique<parallel::GradientReducer>(params_);
 }
 
-int Model::eager_slices(const Tensor& data, const Tensor& label) {
+int Model::eager_slices(const nn::Tensors& inputs, const Tensor& label) {
+  const Tensor& data = inputs[0];
+  std::vector<Shape> shapes;
+  for (const Tensor& x : inputs) shapes.push_back(x.shape());
   const int threads = num_threads();
-  if (eager_split_ && eager_split_->shape == data.shape() &&
+  if (eager_split_ && eager_split_->shapes == shapes &&
       eager_split_->training == network_->training() && eager_split_->threads == threads) {
     return eager_split_->slices;
   }
@@ -149,10 +185,9 @@ int Model::eager_slices(const Tensor& data, const Tensor& label) {
   } else if (reducer_) {
     refusal = "data parallelism all-reduces the gradients as the backward makes them";
   } else {
-    refusal = eager_batch_split_refusal(*network_, *loss_fn_, data, label, threads);
+    refusal = eager_batch_split_refusal(*network_, *loss_fn_, inputs, label, threads);
   }
-  eager_split_ =
-      EagerSplit{data.shape(), network_->training(), threads, refusal.empty() ? threads : 1};
+  eager_split_ = EagerSplit{shapes, network_->training(), threads, refusal.empty() ? threads : 1};
   if (options_.compile_log && threads > 1) {
     std::cerr << "kiln eager mode: inputs " << describe(data) << "; threads: "
               << (refusal.empty() ? "batch split into " + std::to_string(threads) + " slices of " +
@@ -163,20 +198,20 @@ int Model::eager_slices(const Tensor& data, const Tensor& label) {
   return eager_split_->slices;
 }
 
-float Model::eager_step(const Tensor& data, const Tensor& label) {
+float Model::eager_step(const nn::Tensors& inputs, const Tensor& label) {
   if (parallel::semi_auto_active()) {
     throw Error(
         "Model.train: SEMI_AUTO_PARALLEL runs in graph mode; call set_context({.mode = "
         "GRAPH_MODE}) first");
   }
-  join_data_parallel(data);
+  join_data_parallel(inputs);
   optimizer_->prepare_step();
-  if (const int slices = eager_slices(data, label); slices > 1) {
+  if (const int slices = eager_slices(inputs, label); slices > 1) {
     std::pair<Tensor, std::vector<Tensor>> loss_and_grads;
     {
       PhaseScope phase(StepPhase::backward);  // forward and backward, side by side
-      loss_and_grads =
-          eager_split_loss_and_gradients(*network_, *loss_fn_, params_, amp_, data, label, slices);
+      loss_and_grads = eager_split_loss_and_gradients(*network_, *loss_fn_, params_, amp_, inputs,
+                                                      label, slices);
     }
     PhaseScope phase(StepPhase::update);
     optimizer_->apply(loss_and_grads.second);
@@ -188,7 +223,7 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
     PhaseScope phase(StepPhase::forward);
     std::optional<amp::AutocastScope> autocast;
     if (amp_.level != amp::AmpLevel::O0) autocast.emplace(amp_);
-    loss = loss_fn_->construct(network_->construct(data), label);
+    loss = loss_fn_->construct(network_->first_output(inputs), label);
     // Eager mode places every step anew (from timings measured once per shape); the first
     // step's choices are the ones every step with these shapes makes.
     if (autocast && !placement_logged_ && options_.compile_log) {
@@ -233,8 +268,8 @@ float Model::eager_step(const Tensor& data, const Tensor& label) {
   return value;
 }
 
-float Model::graph_step(const Tensor& data, const Tensor& label) {
-  join_data_parallel(data);
+float Model::graph_step(const nn::Tensors& inputs, const Tensor& label) {
+  join_data_parallel(inputs);
   if (!compiled_) {
     compiled_ = std::make_unique<CompiledTrainStep>(
         *network_, *loss_fn_, *optimizer_, options_from_context(), amp_, loss_scale_.get());
@@ -246,14 +281,14 @@ float Model::graph_step(const Tensor& data, const Tensor& label) {
   Tensor loss;
   {
     PhaseScope phase(StepPhase::graph_step);
-    loss = compiled_->run(data, label);
+    loss = compiled_->run(inputs, label);
   }
   StepTraceSink* tracer = step_trace_sink();
   if (tracer && compiled_->compiles() != compiles_traced_) {
     compiles_traced_ = compiled_->compiles();
     tracer->compiled(compiled_->executable(), compiles_traced_,
                      compiles_traced_ == 1 ? "first step"
-                                           : "new input shape " + describe(data) +
+                                           : "new input shape " + describe(inputs[0]) +
                                                  " (a partial last batch: drop_remainder=True "
                                                  "avoids it)");
   }
@@ -273,8 +308,16 @@ void Model::check_trainable() const {
 }
 
 float Model::train_step(const Tensor& data, const Tensor& label) {
+  return train_step(nn::Tensors{data}, label);
+}
+
+float Model::train_step(const nn::Tensors& inputs, const Tensor& label) {
   check_trainable();
-  return get_context().mode == GRAPH_MODE ? graph_step(data, label) : eager_step(data, label);
+  check_inputs(inputs, "train_step");
+  std::vector<Tensor> columns = inputs;
+  columns.push_back(label);
+  check_same_samples(columns, "train_step");
+  return get_context().mode == GRAPH_MODE ? graph_step(inputs, label) : eager_step(inputs, label);
 }
 
 void Model::train(int64_t epochs, const data::Dataset& train_dataset,
@@ -344,16 +387,17 @@ void Model::train(int64_t epochs, const data::Dataset& train_dataset,
       more = it.next(row);
     }
     while (more) {
-      check_row(row, "train");
+      const Batch batch = split_row(row, "train");
       if (in_sink == 0) {
         params.step_losses.clear();
         for_each_callback(&Callback::on_train_step_begin);
       }
       // Within a sink nothing but the steps runs: the batch the pipeline made is the step's
       // input as it is (graph mode reads it in place), the loss is kept for the sink's end.
-      params.net_outputs = graph ? graph_step(row[0], row[1]) : eager_step(row[0], row[1]);
+      params.net_outputs =
+          graph ? graph_step(batch.inputs, batch.label) : eager_step(batch.inputs, batch.label);
       params.step_losses.push_back(params.net_outputs);
-      params.batch_size = row[0].rank() > 0 ? row[0].dim(0) : 1;
+      params.batch_size = batch_size_of(batch.inputs);
       ++params.cur_step_in_epoch;
       params.cur_step_num = optimizer_->global_step();
       ++steps_run;
@@ -406,28 +450,29 @@ std::map<std::string, double> Model::eval(const data::Dataset& dataset,
   std::vector<Tensor> row;
   int64_t full_rows = 0;  // graph mode: the first batch's rows, which shorter batches pad to
   while (it.next(row)) {
-    check_row(row, "eval");
+    const Batch batch = split_row(row, "eval");
     Tensor logits;
     float loss = 0.f;
-    const int64_t rows = row[0].rank() > 0 ? row[0].dim(0) : 0;
+    const int64_t rows = batch.inputs[0].rank() > 0 ? batch.inputs[0].dim(0) : 0;
     if (graph && full_rows == 0) full_rows = rows;
     if (graph && rows > 0 && rows < full_rows) {
       // A short last batch runs the forward already compiled for the full batch, padded with
       // zero rows (a second compile would cost more than the rows it saves); only its own rows
       // count, and its loss is theirs.
+      nn::Tensors padded;
+      for (const Tensor& x : batch.inputs) padded.push_back(pad_rows(x, full_rows));
       logits = ops::contiguous(ops::slice(
-          compiled_->evaluate(pad_rows(row[0], full_rows), pad_rows(row[1], full_rows)).first, 0, 0,
-          rows));
-      if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, row[1]));
+          compiled_->evaluate(padded, pad_rows(batch.label, full_rows)).first, 0, 0, rows));
+      if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, batch.label));
     } else if (graph) {
-      auto [graph_logits, graph_loss] = compiled_->evaluate(row[0], row[1]);
+      auto [graph_logits, graph_loss] = compiled_->evaluate(batch.inputs, batch.label);
       logits = graph_logits;
       loss = scalar_loss(graph_loss);
     } else {
-      logits = network_->construct(row[0]);
-      if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, row[1]));
+      logits = network_->first_output(batch.inputs);
+      if (need_loss) loss = scalar_loss(loss_fn_->construct(logits, batch.label));
     }
-    for (auto& [n, m] : ms) m->update(logits, row[1], loss);
+    for (auto& [n, m] : ms) m->update(logits, batch.label, loss);
   }
   if (parallel::data_parallel_active()) {
     // Each rank evaluated its shard: add up the metrics' sums over the ranks.
@@ -447,6 +492,13 @@ Tensor Model::predict(const Tensor& data) {
   TrainModeGuard mode(*network_, false);
   NoGradGuard no_grad;
   return network_->construct(data);
+}
+
+nn::Tensors Model::predict(const nn::Tensors& inputs) {
+  check_inputs(inputs, "predict");
+  TrainModeGuard mode(*network_, false);
+  NoGradGuard no_grad;
+  return network_->construct_multi(inputs);
 }
 
 }  // namespace kiln::train

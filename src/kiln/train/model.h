@@ -70,11 +70,14 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // Trains until `epochs` epochs are done. Rows of the dataset are (data, label).
+  // Trains until `epochs` epochs are done. Each row of the dataset is the network's inputs
+  // followed by the label: (data, label) for a network of one input, (a, b, label) for one of
+  // two (nn::Cell::construct_multi). The loss and the metrics see the network's first output.
   void train(int64_t epochs, const data::Dataset& train_dataset,
              const std::vector<CallbackPtr>& callbacks = {}, const TrainOptions& options = {});
   // One training step on a batch; returns the loss.
   float train_step(const Tensor& data, const Tensor& label);
+  float train_step(const nn::Tensors& inputs, const Tensor& label);
 
   // Runs the network in evaluation mode over one epoch of the dataset; metric names default to
   // ModelOptions::metrics (or {"accuracy", "loss"} when none were given).
@@ -82,6 +85,8 @@ class Model {
                                      const std::vector<std::string>& metrics = {});
   // The network's output in evaluation mode, without gradients.
   Tensor predict(const Tensor& data);
+  // Every output of a network of several inputs or outputs.
+  nn::Tensors predict(const nn::Tensors& inputs);
 
   nn::Cell& network() { return *network_; }
   nn::LossCell& loss_fn() { return *loss_fn_; }
@@ -99,12 +104,12 @@ class Model {
   void check_trainable() const;
   // Under DATA_PARALLEL, once before the first step: rank 0's parameters and state copied to
   // every rank, and the ranks checked to train the same thing (an Error on every rank if not).
-  void join_data_parallel(const Tensor& data);
-  float eager_step(const Tensor& data, const Tensor& label);
+  void join_data_parallel(const nn::Tensors& inputs);
+  float eager_step(const nn::Tensors& inputs, const Tensor& label);
   // Eager mode on batch slices side by side (train/batch_split_step.h): how many slices a batch
-  // shaped as `data` runs as, 1 for the whole batch; decided once per shape and mode.
-  int eager_slices(const Tensor& data, const Tensor& label);
-  float graph_step(const Tensor& data, const Tensor& label);
+  // shaped as `inputs` runs as, 1 for the whole batch; decided once per shape and mode.
+  int eager_slices(const nn::Tensors& inputs, const Tensor& label);
+  float graph_step(const nn::Tensors& inputs, const Tensor& label);
 
   std::shared_ptr<nn::Cell> network_;
   std::shared_ptr<nn::LossCell> loss_fn_;
@@ -119,7 +124,7 @@ class Model {
   bool placement_logged_ = false;  // eager: the first step's AMP placement was printed
   int compiles_traced_ = 0;        // compiled graphs a profiler (step_trace.h) was told of
   struct EagerSplit {
-    Shape shape;
+    std::vector<Shape> shapes;  // of the network's inputs
     bool training = false;
     int threads = 0;
     int slices = 1;
