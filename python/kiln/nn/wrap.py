@@ -24,7 +24,8 @@ def _as_tensor(value):
 
 
 class WithLossCell(Cell):
-    """``loss_fn(backbone(data), label)``."""
+    """``loss_fn(backbone(data), label)``; for a backbone of several inputs, ``(a, b, label)``
+    gives ``loss_fn(backbone(a, b), label)`` (the loss sees the backbone's first output)."""
 
     def __init__(self, backbone, loss_fn):
         super().__init__(auto_prefix=False)
