@@ -1,5 +1,6 @@
-# `cmake --install`: headers, the static libraries, the kiln binary, a KilnConfig.cmake exporting
-# Kiln::kiln (with Kiln::kiln_<folder> behind it) and kiln.pc for pkg-config.
+# `cmake --install`: headers, the static libraries, the shared libkiln.so (KILN_BUILD_SHARED), the
+# kiln binary, a KilnConfig.cmake exporting Kiln::kiln (with Kiln::kiln_<folder> behind it) and
+# Kiln::kiln_shared, and kiln.pc for pkg-config (the static libraries).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

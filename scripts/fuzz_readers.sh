@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Fuzzes every other reader of outside bytes (the record reader has scripts/fuzz_record.sh): the
-# IDX reader, checkpoint loading with its training state, YAML configuration files with the
-# numeric option checks, the PNG/JPEG decoders, and the command line (every subcommand's parser
-# with its option checks; cli_args_fuzzer links the whole engine: the Release build's libraries
-# where build/ has them, else compiled here, plain). Builds fuzz/ with clang (libFuzzer + ASan +
-# UBSan) in build-fuzz, then runs each fuzzer for a bounded time from
-# its corpus in fuzz/corpus/<name> (copied, so runs never grow the repository): three rounds of
-# SECONDS. Exits non-zero when a fuzzer finds a crash; the reproducer is left in build-fuzz/fuzz/
-# (make it a regression test).
+# Fuzzes every reader of outside bytes: the record reader (scripts/fuzz_record.sh runs it alone,
+# for longer), the IDX reader, checkpoint loading with its training state, YAML configuration
+# files with the numeric option checks, the PNG/JPEG decoders, and the command line (every
+# subcommand's parser with its option checks; cli_args_fuzzer links the whole engine: the Release
+# build's libraries where build/ has them, else compiled here, plain). Builds fuzz/ with clang
+# (libFuzzer + ASan + UBSan) in build-fuzz, then runs each fuzzer for a bounded time from its
+# corpus in fuzz/corpus/<name> (copied, so runs never grow the repository): three rounds of
+# SECONDS, two fuzzers at a time. Exits non-zero when a fuzzer finds a crash; the reproducer is
+# left in build-fuzz/fuzz/ (make it a regression test).
 #   scripts/fuzz_readers.sh [SECONDS_PER_FUZZER=12]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +26,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DKILN_FUZZ=ON -DKILN_TESTS=OFF -DKILN_BENCH=OFF "$engine_flag" >/dev/null
 ninja -C "$build" -j "${KILN_FUZZ_JOBS:-2}" idx_fuzzer checkpoint_fuzzer yaml_config_fuzzer \
-  image_decoder_fuzzer cli_args_fuzzer
+  image_decoder_fuzzer cli_args_fuzzer record_reader_fuzzer
 
 # Two fuzzers at a time (libFuzzer runs one process each; CI has two cores), each into its own
 # log, printed whole when it fails and as one line otherwise.
@@ -57,7 +57,10 @@ first=$!
 # Decoded images may reach 1 GiB (codec.cpp's limit) before their data is found missing.
 run image_decoder_fuzzer image -malloc_limit_mb=1100 -max_len=16384 || status=1
 wait $first || status=1
-# Alone in its round: an argument list is parsed in about a millisecond, the inputs are short.
-run cli_args_fuzzer cli_args -malloc_limit_mb=256 -max_len=1024 -dict="$root/fuzz/cli_args.dict" ||
+# An argument list is parsed in about a millisecond, the inputs are short.
+run cli_args_fuzzer cli_args -malloc_limit_mb=256 -max_len=1024 -dict="$root/fuzz/cli_args.dict" &
+first=$!
+run record_reader_fuzzer record -malloc_limit_mb=256 -max_len=65536 -dict="$root/fuzz/record.dict" ||
   status=1
+wait $first || status=1
 exit $status

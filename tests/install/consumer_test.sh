@@ -33,8 +33,23 @@ cmake -S "$source/examples/consumer" -B "$work/consumer" -G Ninja "${launcher[@]
 cmake --build "$work/consumer" >/dev/null
 OMP_NUM_THREADS=2 "$work/consumer/kiln_consumer"
 
+# The same program against libkiln.so, where the build made it (KILN_BUILD_SHARED): it must load
+# Kiln from the shared library, with no static copy of the engine in the program.
+if [[ -e $prefix/lib/libkiln.so ]]; then
+  cmake -S "$source/examples/consumer" -B "$work/consumer_shared" -G Ninja "${launcher[@]}" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-O2 -march=native" \
+    -DKILN_CONSUMER_SHARED=ON >/dev/null
+  cmake --build "$work/consumer_shared" >/dev/null
+  ldd "$work/consumer_shared/kiln_consumer" | grep -q "libkiln.so.* => $prefix/lib/" ||
+    { echo "FAIL: the shared consumer does not load $prefix/lib/libkiln.so"; exit 1; }
+  if nm -C "$work/consumer_shared/kiln_consumer" | grep -q " T kiln::models::create("; then
+    echo "FAIL: the shared consumer holds a static copy of the engine"; exit 1
+  fi
+  OMP_NUM_THREADS=2 "$work/consumer_shared/kiln_consumer"
+fi
+
 # shellcheck disable=SC2046  # pkg-config's output is a list of words
 PKG_CONFIG_PATH=$prefix/lib/pkgconfig c++ -O2 -march=native "$source/examples/consumer/main.cpp" \
   -o "$work/pc_consumer" $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs kiln)
 OMP_NUM_THREADS=2 "$work/pc_consumer"
-echo "PASS: find_package(Kiln) and pkg-config consumers built and ran"
+echo "PASS: find_package(Kiln) (static$([[ -e $prefix/lib/libkiln.so ]] && echo " and shared")) and pkg-config consumers built and ran"
