@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole C++ test suite built with GCC's AddressSanitizer + UndefinedBehaviorSanitizer
+# (-DKILN_ASAN=ON) in build-asan and run by ctest; any report fails its test. CI runs the readers'
+# tests under the same sanitizers (scripts/asan_reader_tests.sh) but not this: a second full build
+# costs about as much as the Release one. Left out: the Python tests (the interpreter is not
+# instrumented) and the install test (it builds an uninstrumented program against this tree).
+#   scripts/asan_all_tests.sh [ctest args, e.g. -R Model]   (JOBS=N: build parallelism)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KILN_ASAN_BUILD:-$root/build-asan}
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ASAN=ON \
+  -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_SHARED=OFF -DKILN_BUILD_BENCH=OFF \
+  -DKILN_BUILD_EXAMPLES=OFF >/dev/null
+ninja -C "$build" -j "${JOBS:-2}"
+# Open MPI and oneDNN keep allocations until exit on purpose; their leaks are not Kiln's.
+export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp print_suppressions=0 ${LSAN_OPTIONS:-}"
+export ASAN_OPTIONS="detect_leaks=1 abort_on_error=1 ${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
+cd "$build"
+ctest --output-on-failure -j 2 --timeout 1800 -E '^install\.' "$@"
