@@ -76,10 +76,17 @@ inline Vec<W> vmul(Vec<W> a, Vec<W> b) {
   for (int i = 0; i < W; ++i) a.v[i] *= b.v[i];
   return a;
 }
-// a·b + c, fused (so vector bodies and scalar tails round alike).
+// a·b + c, rounded once where the CPU the variant is compiled for has FMA (so vector bodies and
+// scalar tails round alike). Below x86-64-v3 there is no FMA instruction and std::fma would be a
+// call into libm per element: there it is a multiply then an add, in every kernel and tail alike,
+// which keeps the fused and unfused batch-norm kernels equal to each other bit for bit.
 template <int W>
 inline Vec<W> vfma(Vec<W> a, Vec<W> b, Vec<W> c) {
+#if defined(__FMA__) || KILN_ISA_AVX512
   for (int i = 0; i < W; ++i) a.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+#else
+  for (int i = 0; i < W; ++i) a.v[i] = a.v[i] * b.v[i] + c.v[i];
+#endif
   return a;
 }
 // `a < 0 ? 0 : a`: keeps NaN, as the relu op does.
