@@ -99,7 +99,7 @@ class TrainOneStepCell(Cell):
     def construct(self, *inputs):
         own_loss = not isinstance(self.network, WithLossCell)
         if len(inputs) < 2 or (own_loss and len(inputs) != 2):
-            raise ValueError(f"TrainOneStepCell: takes (data, label), got {len(inputs)} inputs; "
+            raise ValueError(f"TrainOneStepCell: takes (data, label), got {len(inputs)} input(s); "
                              "a backbone of several inputs trains as "
                              "TrainOneStepCell(WithLossCell(backbone, loss_fn), optimizer) with "
                              "(input, ..., label)")
