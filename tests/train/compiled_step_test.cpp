@@ -107,7 +107,7 @@ TEST_P(CompiledStepAgreement, LossAndParametersMatchEager) {
   // nets check the layout the compiler does pick.
   const bool blocked_pays = graph::block_layout_pays();
   const bool block_layout = c.block_layout && (blocked_pays || c.model == "resnet20");
-  const bool small = small || (c.fusion && block_layout && !blocked_pays);
+  const bool small = c.small || (c.fusion && block_layout && !blocked_pays);
   const models::ModelConfig config =
       small ? models::ModelConfig{.in_channels = 3, .image_height = 16, .image_width = 16}
             : models::ModelConfig{};
