@@ -17,4 +17,15 @@ export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp print_suppressions=0 $
 export ASAN_OPTIONS="detect_leaks=1 abort_on_error=1 ${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
 cd "$build"
-ctest --output-on-failure -j 2 --timeout 1800 -E '^install\.' "$@"
+# Left out as well: a test of the planner's speed (the sanitizers slow it past its bound).
+status=0
+ctest --output-on-failure -j 2 --timeout 1800 \
+  -E '^install\.|^parallel\.|^profile\.ranks$|BenchCommCommand|PlansResNet50WithinTheIssuesBounds' \
+  "$@" || status=1
+# The jobs under mpirun: Open MPI loads and unloads its components at run time, and what they keep
+# until exit is reported from modules already gone, which no suppression can name; these run with
+# every check but the leak check.
+ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
+  ctest --output-on-failure -j 2 --timeout 1800 -R '^parallel\.|^profile\.ranks$|BenchCommCommand' \
+  "$@" || status=1
+exit $status
