@@ -17,7 +17,9 @@ export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp print_suppressions=0 $
 export ASAN_OPTIONS="detect_leaks=1 abort_on_error=1 ${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
 cd "$build"
-# Left out as well: a test of the planner's speed (the sanitizers slow it past its bound).
+# Left out as well: a test of the planner's speed (the sanitizers slow it past its bound), and
+# parallel.faults, whose out-of-memory case caps a rank's address space (ulimit -v), where
+# AddressSanitizer's shadow memory cannot be mapped.
 status=0
 ctest --output-on-failure -j 2 --timeout 1800 \
   -E '^install\.|^parallel\.|^profile\.ranks$|BenchCommCommand|PlansResNet50WithinTheIssuesBounds' \
@@ -27,5 +29,5 @@ ctest --output-on-failure -j 2 --timeout 1800 \
 # every check but the leak check.
 ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
   ctest --output-on-failure -j 2 --timeout 1800 -R '^parallel\.|^profile\.ranks$|BenchCommCommand' \
-  "$@" || status=1
+  -E '^parallel\.faults$' "$@" || status=1
 exit $status
