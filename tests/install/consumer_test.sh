@@ -28,24 +28,26 @@ fi
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 export CCACHE_BASEDIR=$work
-cmake -S "$source/examples/consumer" -B "$work/consumer" -G Ninja "${launcher[@]}" \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-O2 -march=native" >/dev/null
-cmake --build "$work/consumer" >/dev/null
-OMP_NUM_THREADS=2 "$work/consumer/kiln_consumer"
+# Configures and builds examples/consumer in $work/NAME with the extra cmake flags, then runs it.
+build_and_run_consumer() {  # NAME [cmake flags...]
+  local dir=$work/$1
+  shift
+  cmake -S "$source/examples/consumer" -B "$dir" -G Ninja "${launcher[@]}" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-O2 -march=native" "$@" >/dev/null
+  cmake --build "$dir" >/dev/null
+  OMP_NUM_THREADS=2 "$dir/kiln_consumer"
+}
+build_and_run_consumer consumer
 
 # The same program against libkiln.so, where the build made it (KILN_BUILD_SHARED): it must load
 # Kiln from the shared library, with no static copy of the engine in the program.
 if [[ -e $prefix/lib/libkiln.so ]]; then
-  cmake -S "$source/examples/consumer" -B "$work/consumer_shared" -G Ninja "${launcher[@]}" \
-    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-O2 -march=native" \
-    -DKILN_CONSUMER_SHARED=ON >/dev/null
-  cmake --build "$work/consumer_shared" >/dev/null
+  build_and_run_consumer consumer_shared -DKILN_CONSUMER_SHARED=ON
   ldd "$work/consumer_shared/kiln_consumer" | grep -q "libkiln.so.* => $prefix/lib/" ||
     { echo "FAIL: the shared consumer does not load $prefix/lib/libkiln.so"; exit 1; }
   if nm -C "$work/consumer_shared/kiln_consumer" | grep -q " T kiln::models::create("; then
     echo "FAIL: the shared consumer holds a static copy of the engine"; exit 1
   fi
-  OMP_NUM_THREADS=2 "$work/consumer_shared/kiln_consumer"
 fi
 
 # shellcheck disable=SC2046  # pkg-config's output is a list of words

@@ -63,21 +63,12 @@ nn::Tensors batch_slices(const nn::Tensors& inputs, int i, int slices) {
   return out;
 }
 
-// The traced network's inputs, shaped as `inputs` (divided into `slices` along the batch).
+// The traced network's inputs, shaped as `inputs` divided into `slices` along the batch.
 nn::Tensors trace_inputs(graph::Tracer& tracer, const nn::Tensors& inputs, int slices) {
-  nn::Tensors out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    out.push_back(
-        tracer.input(slices == 1 ? ops::meta_of(inputs[i]) : slice_meta(inputs[i], slices),
-                     inputs.size() == 1 ? "images" : "input" + std::to_string(i)));
-  }
-  return out;
-}
-
-std::string describe_all(const nn::Tensors& tensors) {
-  std::string out;
-  for (const Tensor& t : tensors) out += (out.empty() ? "" : ", ") + describe(t);
-  return out;
+  std::vector<ops::TensorMeta> metas;
+  for (const Tensor& x : inputs)
+    metas.push_back(slices == 1 ? ops::meta_of(x) : slice_meta(x, slices));
+  return trace_network_inputs(tracer, metas);
 }
 
 }  // namespace
@@ -220,7 +211,7 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
       compiled += (compiled.empty() ? "" : ", ") + std::string(dtype_name(m.dtype)) + m.shape.str();
     }
     throw ShapeError("batch-split step: compiled for inputs and labels " + compiled + ", got " +
-                     describe_all(inputs) + ", " + describe(labels));
+                     describe_batch(inputs, labels));
   }
   const int slices = this->slices();
   // Slice i's graph inputs: its part of every network input, then of the labels.

@@ -31,12 +31,6 @@ namespace {
 // Keeps the number of live graphs (and their launch lists) bounded if shapes keep changing.
 constexpr size_t kMaxGraphs = 6;
 
-std::string shapes_str(const nn::Tensors& inputs, const Tensor& labels) {
-  std::string out;
-  for (const Tensor& x : inputs) out += describe(x) + ", ";
-  return out + describe(labels);
-}
-
 // The compiled step's inputs: the network's, then the labels.
 std::vector<Tensor> graph_batch(const nn::Tensors& inputs, const Tensor& labels) {
   std::vector<Tensor> batch = inputs;
@@ -77,6 +71,21 @@ std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& 
     state.emplace_back("optimizer.step_scalar." + std::to_string(i), scalars[i]);
   }
   return state;
+}
+
+nn::Tensors trace_network_inputs(graph::Tracer& tracer, const std::vector<ops::TensorMeta>& metas) {
+  nn::Tensors inputs;
+  for (size_t i = 0; i < metas.size(); ++i) {
+    inputs.push_back(
+        tracer.input(metas[i], metas.size() == 1 ? "images" : "input" + std::to_string(i)));
+  }
+  return inputs;
+}
+
+std::string describe_batch(const nn::Tensors& inputs, const Tensor& labels) {
+  std::string out;
+  for (const Tensor& x : inputs) out += describe(x) + ", ";
+  return out + describe(labels);
 }
 
 std::optional<ThreadStrategy> thread_strategy_from_environment() {
@@ -155,11 +164,9 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const nn::Ten
       state.emplace_back("loss_scale.inverse", inverse_scale_);
     }
     tracer.bind_state(state);
-    nn::Tensors xs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      xs.push_back(tracer.input(ops::meta_of(inputs[i]),
-                                inputs.size() == 1 ? "images" : "input" + std::to_string(i)));
-    }
+    std::vector<ops::TensorMeta> metas;
+    for (const Tensor& x : inputs) metas.push_back(ops::meta_of(x));
+    const nn::Tensors xs = trace_network_inputs(tracer, metas);
     Tensor y = tracer.input(ops::meta_of(labels), "labels");
     slices = logical ? 1 : micro_batches_for(images);
     if (logical) {
@@ -319,7 +326,7 @@ graph::Executable& CompiledTrainStep::compile(const nn::Tensors& inputs, const T
     std::fprintf(
         stderr, "kiln graph mode: %s%s%s for inputs %s: %s%s\n", what, slices_str.c_str(),
         loss_scale_ && !evaluation ? " (loss scaled, updates after the overflow check)" : "",
-        shapes_str(inputs, labels).c_str(), exe->report().str().c_str(), strategy_log.c_str());
+        describe_batch(inputs, labels).c_str(), exe->report().str().c_str(), strategy_log.c_str());
     for (const std::string& line : amp::describe_decisions(placement_)) {
       std::fprintf(stderr, "kiln amp placement: %s\n", line.c_str());
     }

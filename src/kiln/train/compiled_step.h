@@ -41,6 +41,13 @@ graph::CompileOptions options_from_context();
 // state and its per-step scalars (rewritten on the host each step, so never folded).
 std::vector<nn::NamedTensor> traced_step_state(nn::Cell& net, optim::Optimizer& opt);
 
+// The traced network inputs of a step, one per meta: "images" for a network of one input,
+// "input0", "input1", ... for one of several (the names graph dumps show).
+nn::Tensors trace_network_inputs(graph::Tracer& tracer, const std::vector<ops::TensorMeta>& metas);
+
+// "f32[8, 12], f32[8, 4], i32[8]": a batch's network inputs, then its labels, for logs and errors.
+std::string describe_batch(const nn::Tensors& inputs, const Tensor& labels);
+
 class BatchSplitStep;
 
 // How a compiled training step uses the process's threads (core/kernel_threads.h).
