@@ -1,6 +1,6 @@
 // One model's compiled training step, alone or under AUTO_PARALLEL, for side-by-side runs:
 //   kiln_auto_parallel_bench <mlp4096|mlp|lenet|resnet20|gpt> [--batch B] [--steps N]
-//                            [--memory-limit-mb MB] [--search MODE]
+//                            [--memory-limit-mb MB] [--search MODE] [--op-times measured|estimated]
 // Under mpirun the step runs as AUTO_PARALLEL over the job's ranks (every rank reads the whole
 // batch); alone it runs in this process. Rank 0 prints one JSON line: images_per_sec (of the
 // global batch), step_ms (median of the measured steps, after 5 warm-up steps), and under
@@ -38,6 +38,7 @@ struct Options {
   int steps = 30;
   double memory_limit_mb = 0;
   std::string search = "dynamic_programming";
+  std::string op_times = "measured";
 };
 
 std::shared_ptr<nn::Cell> make_model(const std::string& name, int64_t& channels, int64_t& side) {
@@ -77,12 +78,14 @@ int main(int argc, char** argv) {
       o.memory_limit_mb = std::atof(next().c_str());
     } else if (a == "--search") {
       o.search = next();
+    } else if (a == "--op-times") {
+      o.op_times = next();
     } else if (a[0] != '-') {
       o.model = a;
     } else {
       std::fprintf(stderr,
                    "usage: %s <mlp4096|mlp|lenet|resnet20|gpt> [--batch B] [--steps N] "
-                   "[--memory-limit-mb MB] [--search MODE]\n",
+                   "[--memory-limit-mb MB] [--search MODE] [--op-times measured|estimated]\n",
                    argv[0]);
       return 2;
     }
@@ -95,7 +98,8 @@ int main(int argc, char** argv) {
       set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
                                  .device_num = comm::size(),
                                  .search_mode = o.search,
-                                 .memory_limit_mb = o.memory_limit_mb});
+                                 .memory_limit_mb = o.memory_limit_mb,
+                                 .op_times = o.op_times});
     }
     set_seed(5);
     int64_t channels = 1, side = 28;

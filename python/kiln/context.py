@@ -53,15 +53,17 @@ class ParallelMode:
 
 _PARALLEL_KEYS = {"parallel_mode", "gradients_mean", "device_num", "global_rank", "bucket_cap_mb",
                   "first_bucket_cap_mb", "dataset_shard_by_rank", "search_mode",
-                  "memory_limit_mb"}
+                  "memory_limit_mb", "op_times"}
 _PARALLEL_KEYS_WITHOUT_EFFECT = set()
 
 
 def set_auto_parallel_context(**kwargs):
     """How training splits over ranks: STAND_ALONE, DATA_PARALLEL, SEMI_AUTO_PARALLEL (strategies
     from ``cell.matmul.shard(...)``) or AUTO_PARALLEL (graph mode; ``search_mode`` is
-    "dynamic_programming", "recursive_programming" or "sharding_propagation", and
-    ``memory_limit_mb`` the memory each rank may use, 0 for no limit)."""
+    "dynamic_programming", "recursive_programming" or "sharding_propagation",
+    ``memory_limit_mb`` the memory each rank may use, 0 for no limit, and ``op_times``
+    "measured" (each op timed on rank 0 at its strategies' shapes, the default) or "estimated"
+    (from its FLOPs and bytes at the machine's peaks))."""
     _kiln.set_auto_parallel_context(
         _updated("set_auto_parallel_context", _kiln.get_auto_parallel_context(), _PARALLEL_KEYS,
                  _PARALLEL_KEYS_WITHOUT_EFFECT, kwargs))

@@ -48,7 +48,8 @@ void bind_context(py::module_& m) {
       .def_readwrite("first_bucket_cap_mb", &AutoParallelContext::first_bucket_cap_mb)
       .def_readwrite("dataset_shard_by_rank", &AutoParallelContext::dataset_shard_by_rank)
       .def_readwrite("search_mode", &AutoParallelContext::search_mode)
-      .def_readwrite("memory_limit_mb", &AutoParallelContext::memory_limit_mb);
+      .def_readwrite("memory_limit_mb", &AutoParallelContext::memory_limit_mb)
+      .def_readwrite("op_times", &AutoParallelContext::op_times);
   m.def("set_auto_parallel_context", &set_auto_parallel_context, py::arg("context"));
   m.def("get_auto_parallel_context", &get_auto_parallel_context);
   m.def("reset_auto_parallel_context", &reset_auto_parallel_context);

@@ -3,6 +3,7 @@
 // nothing fits.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -99,6 +100,27 @@ TEST(PlanCommand, JsonHoldsThePredictionAndEveryOp) {
   EXPECT_TRUE(j["parameters"].contains("features.0.weight")) << j["parameters"].dump();
 }
 
+// Estimated op times by default (the cluster planned for need not be this machine); measured ones
+// when asked, which the cost model names and the predicted compute shows.
+TEST(PlanCommand, OpTimesAreEstimatedUnlessMeasuredIsAsked) {
+  const auto estimated = run_kiln("plan --model lenet --devices 2 --json");
+  const auto measured = run_kiln("plan --model lenet --devices 2 --json --op-times measured");
+  ASSERT_EQ(estimated.status, 0) << estimated.output;
+  ASSERT_EQ(measured.status, 0) << measured.output;
+  const nlohmann::json e =
+      nlohmann::json::parse(estimated.output.substr(estimated.output.find('{')));
+  const nlohmann::json m = nlohmann::json::parse(measured.output.substr(measured.output.find('{')));
+  EXPECT_EQ(e["cost_model"].get<std::string>().find("timed"), std::string::npos) << e["cost_model"];
+  EXPECT_NE(m["cost_model"].get<std::string>().find("forward and backward timed"),
+            std::string::npos)
+      << m["cost_model"];
+  const double measured_ms = m["predicted"]["compute_ms"].get<double>();
+  const double estimated_ms = e["predicted"]["compute_ms"].get<double>();
+  EXPECT_GT(measured_ms, 0);
+  EXPECT_GT(std::abs(measured_ms - estimated_ms), 0.01 * estimated_ms)
+      << "the measured times were not used";
+}
+
 // The search alone is measured (search_ms); the process also traces the model and measures the
 // machine. The bound at 1,024 devices is 10 s.
 TEST(PlanCommand, PlansATransformerForThousandTwentyFourDevicesWithinTenSeconds) {
@@ -142,6 +164,7 @@ TEST(PlanCommand, BadFlagsAndLimitsNothingFitsAreClearErrors) {
   for (const Case& c : {Case{"plan --model mlp --devices 0", "--devices"},
                         Case{"plan --model mlp --devices 2048", "--devices"},
                         Case{"plan --model mlp --devices 2 --search annealing", "--search"},
+                        Case{"plan --model mlp --devices 2 --op-times guessed", "--op-times"},
                         Case{"plan --model nope --devices 2", "--model"},
                         Case{"plan --model mlp --devices 2 --memory-limit -3", "--memory-limit"},
                         Case{"plan --model mlp --devices 2 --memory-limit-mb -3", "--memory-limit"},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kiln train --parallel-mode auto` on 2 ranks (every op split as AUTO_PARALLEL's search plans it,
 # the whole batch on every rank) trains as one process does with the same batch: the same loss
-# curve and test accuracy; its JSON says how it ran; without --mode graph it is a clear error.
+# curve and test accuracy, with op times measured (the default) or estimated; its JSON says how
+# it ran; without --mode graph it is a clear error.
 set -euo pipefail
 kiln=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -13,7 +14,7 @@ train=(train --model mlp --mode graph --epochs 1 --steps 30 --batch-size 32 --pr
 "$kiln" launch -n 2 --threads-per-rank 1 -- "${train[@]}" --parallel-mode auto \
   >"$work/auto.log" 2>&1
 "$kiln" launch -n 2 --threads-per-rank 1 -- "${train[@]}" --parallel-mode auto \
-  --search-mode recursive_programming >"$work/greedy.log" 2>&1
+  --search-mode recursive_programming --op-times estimated >"$work/greedy.log" 2>&1
 python3 - "$work/one.log" "$work/auto.log" "$work/greedy.log" <<'PY'
 import json, re, sys
 def run(path):
@@ -24,8 +25,12 @@ def run(path):
     return text, losses, summary
 _, one, one_json = run(sys.argv[1])
 failed = []
-for path in sys.argv[2:]:
+for path, op_times in zip(sys.argv[2:], ("measured", "estimated")):
     text, losses, summary = run(path)
+    if summary.get("op_times") != op_times:
+        failed.append(f"{path}: op_times is {summary.get('op_times')}, not {op_times}")
+    if ("forward and backward timed" in text) != (op_times == "measured"):
+        failed.append(f"{path}: the plan's cost model does not say the op times were {op_times}")
     if sorted(losses) != [10, 20, 30]:
         failed.append(f"{path}: loss lines {sorted(losses)}")
     bad = [(s, one[s], losses.get(s)) for s in sorted(one)

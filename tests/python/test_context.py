@@ -84,5 +84,10 @@ def test_auto_parallel_context_takes_the_search_and_its_memory_limit():  # guide
     with pytest.raises(RuntimeError, match="memory_limit_mb must be >= 0"):
         context.set_auto_parallel_context(memory_limit_mb=-1)
     assert context.get_auto_parallel_context("search_mode") == "dynamic_programming"
+    assert context.get_auto_parallel_context("op_times") == "measured"
+    context.set_auto_parallel_context(op_times="estimated")
+    assert context.get_auto_parallel_context("op_times") == "estimated"
+    with pytest.raises(RuntimeError, match="op_times 'guessed' is not one of measured, estimated"):
+        context.set_auto_parallel_context(op_times="guessed")
     context.reset_auto_parallel_context()
     assert context.get_auto_parallel_context("parallel_mode") == "stand_alone"

@@ -53,7 +53,8 @@ ParallelJob join_parallel_job(const ParallelFlags& flags, std::ostream& out) {
                              .device_num = job.ranks,
                              .bucket_cap_mb = flags.bucket_cap_mb,
                              .search_mode = flags.search_mode,
-                             .memory_limit_mb = flags.memory_limit_mb});
+                             .memory_limit_mb = flags.memory_limit_mb,
+                             .op_times = flags.op_times});
   return job;
 }
 

@@ -19,6 +19,7 @@ struct ParallelFlags {
   double bucket_cap_mb = 25.0;
   std::string search_mode = "dynamic_programming";  // AUTO_PARALLEL's --search-mode
   double memory_limit_mb = 0;                       // AUTO_PARALLEL's --memory-limit-mb
+  std::string op_times = "measured";                // AUTO_PARALLEL's --op-times
 };
 
 // Under DATA_PARALLEL or AUTO_PARALLEL with one rank only it runs as stand_alone and says so on

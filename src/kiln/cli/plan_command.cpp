@@ -29,6 +29,8 @@ struct PlanConfig {
   int64_t batch_size = 64;  // the global batch: every device's share of it is planned
   double memory_limit_mb = 0;
   std::string search = "dynamic_programming";
+  // The cluster planned for need not be this machine, so ops are estimated unless asked.
+  std::string op_times = "estimated";
   std::string optimizer = "momentum";
   std::string image_size;  // "HxW": the model's input (default: the zoo's, 28x28)
   int64_t channels = 1;
@@ -139,7 +141,7 @@ void run_plan(const PlanConfig& c) {
   options.search = parallel::parse_search_mode(c.search);
   options.memory_limit_bytes = c.memory_limit_mb * double(1 << 20);
   options.optimizer_states = optimizer_states(c.optimizer);
-  options.machine = train::planning_machine_model();
+  options.machine = train::planning_machine_model(c.op_times == "measured");
   const parallel::AutoPlan plan =
       parallel::plan_auto_parallel(step->graph, step->loss, c.devices, options);
 
@@ -222,6 +224,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--search", c->search, "How strategies are chosen")
       ->check(
           CLI::IsMember({"dynamic_programming", "recursive_programming", "sharding_propagation"}));
+  cmd->add_option("--op-times", c->op_times,
+                  "How each op's time is found: estimated (its FLOPs and bytes at the machine's "
+                  "peaks, instantly) or measured (its forward and backward timed here at every "
+                  "strategy's local shapes: closer to a step on this machine, seconds per model)")
+      ->check(CLI::IsMember({"estimated", "measured"}));
   cmd->add_option("--optimizer", c->optimizer, "Sets the optimizer state per parameter")
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
   cmd->add_option("--image-size", c->image_size, "The input's HxW (default 28x28)");

@@ -225,7 +225,8 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
                                              .threads = c.threads,
                                              .bucket_cap_mb = c.bucket_cap_mb,
                                              .search_mode = c.search_mode,
-                                             .memory_limit_mb = c.memory_limit_mb},
+                                             .memory_limit_mb = c.memory_limit_mb,
+                                             .op_times = c.op_times},
                                             rank0_out);
   std::ostringstream other_ranks_out;
   std::ostream& out = job.rank == 0 ? rank0_out : other_ranks_out;
@@ -414,6 +415,7 @@ TrainReport run_train(const TrainConfig& c, std::ostream& rank0_out) {
     if (job.auto_parallel) {
       j["search_mode"] = c.search_mode;
       j["memory_limit_mb"] = c.memory_limit_mb;
+      j["op_times"] = c.op_times;
     }
     if (job.data_parallel && r.steps > kWarmupSteps) {
       // The all-reduce time per step on the communicator's thread, and the share of it the
@@ -557,6 +559,11 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
                   "auto_parallel: memory per rank for parameters, gradients, optimizer state and "
                   "activations (MiB; 0, the default: no limit)")
       ->check(finite_in(0, 1e9, /*lo_inclusive=*/true));
+  cmd->add_option("--op-times", c->op_times,
+                  "auto_parallel: how the search knows each op's time: measured (the default: "
+                  "rank 0 times each op's forward and backward at the shapes each strategy gives "
+                  "it) | estimated (from its FLOPs and bytes at the machine's peaks)")
+      ->check(CLI::IsMember({"measured", "estimated"}));
   cmd->add_option("--bucket-cap-mb", c->bucket_cap_mb,
                   "Data parallel: gradients are all-reduced in buckets of up to this many MiB "
                   "(default 25)")

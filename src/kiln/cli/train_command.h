@@ -63,7 +63,8 @@ struct TrainConfig {
   std::string parallel_mode = "stand_alone";
   double bucket_cap_mb = 25.0;  // data parallel: gradient bucket size
   std::string search_mode = "dynamic_programming";
-  double memory_limit_mb = 0;  // 0: no limit
+  double memory_limit_mb = 0;         // 0: no limit
+  std::string op_times = "measured";  // how the search knows each op's time (measured | estimated)
   // auto | direct | winograd: how 3x3 stride-1 convolutions run (Context::conv_algorithm)
   std::string conv_algorithm = "auto";
   int workers = 0;      // map workers of the data pipeline (0: one per core this process may use)

@@ -37,6 +37,10 @@ void set_auto_parallel_context(const AutoParallelContext& c) {
                 "' is not one of dynamic_programming, recursive_programming, "
                 "sharding_propagation");
   }
+  if (c.op_times != "measured" && c.op_times != "estimated") {
+    throw Error("set_auto_parallel_context: op_times '" + c.op_times +
+                "' is not one of measured, estimated");
+  }
   if (!std::isfinite(c.memory_limit_mb) || c.memory_limit_mb < 0) {
     throw Error(detail::concat("set_auto_parallel_context: memory_limit_mb must be >= 0, got ",
                                c.memory_limit_mb));

@@ -31,6 +31,11 @@ struct AutoParallelContext {
   // of MindSpore's max_device_memory for the search.
   std::string search_mode = "dynamic_programming";
   double memory_limit_mb = 0;
+  // AUTO_PARALLEL: how the search knows each op's time under each strategy: "measured" (its
+  // forward and backward timed once at the local shapes, on rank 0) or "estimated" (its FLOPs
+  // and bytes at the machine's peaks: no time spent measuring, but the many small and
+  // memory-bound kernels of a step come out faster than they run).
+  std::string op_times = "measured";
 };
 
 // Throws kiln::Error naming a field with a value out of range.

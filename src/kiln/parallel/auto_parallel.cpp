@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/parallel/auto_problem.h"
@@ -171,6 +172,13 @@ AutoPlan plan_auto_parallel(const Graph& g, ValueId loss, int64_t devices,
   }
 
   AutoProblem problem(g, loss, devices, options, fixed, propagated, propagated_layouts);
+  if (const auto& times = options.machine.op_times) {
+    plan.machine += detail::concat(
+        "; ops: forward and backward timed at each strategy's local shapes on ",
+        comm::initialized() && comm::size() > 1 ? "rank 0" : "this machine", " (", times->timed(),
+        " timed by this process so far, in ", int(times->timing_seconds() * 1e3),
+        " ms), the estimate where an op cannot be timed");
+  }
   std::vector<int> choice;
   if (options.search == SearchMode::sharding_propagation) {
     choice = problem.choice_of(propagated, propagated_layouts);

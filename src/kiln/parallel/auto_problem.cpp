@@ -1,6 +1,7 @@
 #include "kiln/parallel/auto_problem.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
@@ -50,10 +51,28 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
     : devices(devices), g_(g), options_(options) {
   const MachineModel& machine = options.machine;
   const CandidateOptions candidate_options{.fully_use_devices = options.fully_use_devices};
+  // Values the backward differentiates: trainable parameters and what is computed from them.
+  std::vector<bool> differentiated(g.num_values(), false);
+  for (size_t v = 0; v < g.num_values(); ++v) {
+    const graph::Value& value = g.value(ValueId(v));
+    differentiated[v] = value.kind == graph::ValueKind::state && value.tensor.requires_grad();
+  }
+  // Measured times (where the machine model has them) for each op under each strategy, asked
+  // for all at once below: in a job the ranks plan alike from rank 0's measurements.
+  std::vector<autograd::OpTimingQuery> timing_queries;
+  std::vector<std::pair<size_t, size_t>> timed;  // [query]: (op entry, strategy)
+  std::vector<std::vector<double>> op_bytes;     // [op entry][strategy]
   std::map<NodeId, int> entry_of;
   for (NodeId id : g.schedule()) {
     const graph::Node& n = g.node(id);
     if (n.type != graph::NodeType::op) continue;
+    uint32_t differentiable = 0;
+    for (size_t i = 0; i < n.inputs.size() && i < 32; ++i) {
+      if (differentiated[size_t(n.inputs[i])]) differentiable |= 1u << i;
+    }
+    if (differentiable != 0 && ops::op_def(n.op).grad != nullptr) {
+      for (ValueId out : n.outputs) differentiated[size_t(out)] = true;
+    }
     OpEntry e;
     e.id = id;
     e.strategies = candidate_strategies(g, id, devices, candidate_options);
@@ -87,6 +106,15 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
       }
       const ops::Cost cost = ops::sharded_cost(n.op, metas, n.attrs, form);
       e.compute_s.push_back(kStepComputeFactor * machine.op_seconds(cost));
+      if (machine.op_times && !graph::is_view(n)) {
+        autograd::OpTimingQuery q{
+            .kind = n.op, .attrs = form.local_attrs, .differentiable = differentiable};
+        for (size_t i = 0; i < metas.size(); ++i) {
+          q.inputs.push_back({in[i].local_shape(), metas[i].dtype, metas[i].layout});
+        }
+        timing_queries.push_back(std::move(q));
+        timed.emplace_back(ops_.size(), e.compute_s.size() - 1);
+      }
       e.communication_s.push_back(communication);
       bytes.push_back(activations);
       e.inputs.push_back(std::move(in));
@@ -94,14 +122,26 @@ AutoProblem::AutoProblem(const Graph& g, ValueId loss, int64_t devices,
       e.input_keys.push_back(std::move(in_keys));
       e.output_keys.push_back(std::move(out_keys));
     }
+    op_bytes.push_back(std::move(bytes));
+    entry_of[id] = int(ops_.size());
+    ops_.push_back(std::move(e));
+  }
+  if (machine.op_times) {
+    const std::vector<double> seconds = machine.op_times->seconds(timing_queries);
+    for (size_t q = 0; q < seconds.size(); ++q) {
+      if (std::isnan(seconds[q])) continue;  // no kernel to time here: the estimate stands
+      ops_[timed[q].first].compute_s[timed[q].second] = seconds[q];
+    }
+  }
+  for (size_t op = 0; op < ops_.size(); ++op) {
+    OpEntry& e = ops_[op];
+    const graph::Node& n = g.node(e.id);
     std::vector<double> cost(e.strategies.size());
     for (size_t s = 0; s < cost.size(); ++s) cost[s] = e.compute_s[s] + e.communication_s[s];
     e.node = time_graph.add_node(
         cost, std::string(ops::op_name(n.op)) + " %" + std::to_string(n.outputs.at(0)));
-    node_bytes.push_back(bytes);
+    node_bytes.push_back(op_bytes[op]);
     node_compute_.push_back(e.compute_s);
-    entry_of[id] = int(ops_.size());
-    ops_.push_back(std::move(e));
   }
 
   // Parameters and buffers: the layouts their readers want, whole first.

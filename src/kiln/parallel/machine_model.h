@@ -4,11 +4,14 @@
 // longer, plus a launch), and the α-β model of its collectives. The rates are the machine's
 // measured peaks (ops/machine_peaks.h, the profiler's roofline too), the α-β figures what
 // `kiln bench comm` measured; where it has not run, the defaults are of this machine's order and
-// the plan says so.
+// the plan says so. Where the model holds measured op times (measured_op_times.h), an op's
+// forward and backward take their measured time instead of the estimate.
+#include <memory>
 #include <string>
 
 #include "kiln/ops/op.h"
 #include "kiln/parallel/comm_cost.h"
+#include "kiln/parallel/measured_op_times.h"
 
 namespace kiln::parallel {
 
@@ -17,6 +20,7 @@ struct MachineModel {
   double bytes_per_s = 8e9;   // one rank, streaming
   double launch_s = 2e-6;     // per kernel
   CommCostModel comm;
+  std::shared_ptr<MeasuredOpTimes> op_times;  // null: every op's time is the estimate
   // Where the figures come from, for the plan ("defaults", "measured: ...").
   std::string compute_source = "defaults";
   std::string comm_source = "defaults";

@@ -148,7 +148,9 @@ CompiledTrainStep::TracedStep CompiledTrainStep::trace_and_compile(const nn::Ten
                   std::to_string(inputs.size()));
     }
     const parallel::MachineModel machine =
-        parallel::auto_parallel_active() ? planning_machine_model() : parallel::MachineModel{};
+        parallel::auto_parallel_active()
+            ? planning_machine_model(get_auto_parallel_context().op_times == "measured")
+            : parallel::MachineModel{};
     logical = parallel::plan_step(
         ops::meta_of(images), ops::meta_of(labels),
         [&](const Tensor& x, const Tensor& y) { return trace_slice({x}, y, 0, 1); },

@@ -70,12 +70,13 @@ std::optional<std::pair<parallel::CommCostModel, std::string>> load_comm_model(
   return std::make_pair(model, description);
 }
 
-parallel::MachineModel planning_machine_model() {
+parallel::MachineModel planning_machine_model(bool measure_ops) {
   // The compute rates once per process (about 50 ms); the file every time (it may be rewritten).
   // Only rank 0 reads (or measures) the peaks: the others would compete with it for the cores and
   // are sent its figures.
   parallel::MachineModel model;
   if (comm::rank() == 0) model = parallel::with_machine_peaks(model);
+  if (measure_ops) model.op_times = parallel::process_op_times();
   if (auto saved = load_comm_model()) {
     model.comm = saved->first;
     model.comm_source = "measured by `kiln bench comm`: " + saved->second;

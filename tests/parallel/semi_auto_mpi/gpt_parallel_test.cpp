@@ -62,7 +62,9 @@ std::pair<Tensor, Tensor> batch(int step) {
           Tensor::from_vector(y, Shape({kBatch, kContext}))};
 }
 
-enum class Parallel { none, megatron_by_hand, auto_search };
+// auto_search plans with estimated op times, so that the plans the tests below expect do not
+// hang on the machine's timings; auto_search_timed measures them, as a training run does.
+enum class Parallel { none, megatron_by_hand, auto_search, auto_search_timed };
 
 // `memory_limit_mb`: AUTO_PARALLEL's limit per rank (0: none).
 TrainedRun train(Parallel how, const std::string& search = "dynamic_programming",
@@ -78,10 +80,13 @@ TrainedRun train(Parallel how, const std::string& search = "dynamic_programming"
           {.parallel_mode = ParallelMode::SEMI_AUTO_PARALLEL, .device_num = int(n)});
       break;
     case Parallel::auto_search:
-      set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
-                                 .device_num = int(n),
-                                 .search_mode = search,
-                                 .memory_limit_mb = memory_limit_mb});
+    case Parallel::auto_search_timed:
+      set_auto_parallel_context(
+          {.parallel_mode = ParallelMode::AUTO_PARALLEL,
+           .device_num = int(n),
+           .search_mode = search,
+           .memory_limit_mb = memory_limit_mb,
+           .op_times = how == Parallel::auto_search_timed ? "measured" : "estimated"});
       break;
   }
   const bool sharded = how != Parallel::none;
@@ -137,9 +142,10 @@ TEST(GptParallel, MegatronStrategiesByHandEqualSingleProcess) {
 }
 
 TEST(GptParallel, AutoParallelDynamicProgrammingEqualsSingleProcess) {
-  const TrainedRun got = train(Parallel::auto_search, "dynamic_programming");
+  const TrainedRun got = train(Parallel::auto_search_timed, "dynamic_programming");
   expect_same_training(got, single_process());
   EXPECT_NE(got.plan.find("search dynamic_programming, optimal"), std::string::npos) << got.plan;
+  EXPECT_NE(got.plan.find("forward and backward timed"), std::string::npos) << got.plan;
 }
 
 // Data parallelism needs 0.156 MiB per rank on 2 ranks and 0.120 MiB on 4 (0.083 MiB of it

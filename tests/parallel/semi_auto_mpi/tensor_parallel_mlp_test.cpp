@@ -57,15 +57,18 @@ using SetStrategies = std::function<void(Mlp&)>;
 // With `strategies`: SEMI_AUTO_PARALLEL with them, or with `search`: AUTO_PARALLEL with that
 // search mode (and the user's strategies, if any, for sharding_propagation) and that memory limit
 // per rank. Neither: one process.
+// `op_times`: AUTO_PARALLEL's; estimated by default, so that the plans the tests expect do not
+// hang on the machine's timings.
 TrainedRun train(const SetStrategies& strategies, const std::string& search = "",
-                 double memory_limit_mb = 0) {
+                 double memory_limit_mb = 0, const std::string& op_times = "estimated") {
   set_context({.mode = GRAPH_MODE});
   const bool sharded = strategies != nullptr || !search.empty();
   if (!search.empty()) {
     set_auto_parallel_context({.parallel_mode = ParallelMode::AUTO_PARALLEL,
                                .device_num = comm::size(),
                                .search_mode = search,
-                               .memory_limit_mb = memory_limit_mb});
+                               .memory_limit_mb = memory_limit_mb,
+                               .op_times = op_times});
   } else if (sharded) {
     set_auto_parallel_context(
         {.parallel_mode = ParallelMode::SEMI_AUTO_PARALLEL, .device_num = comm::size()});
@@ -129,12 +132,13 @@ TEST(TensorParallelMlp, BatchAndModelSplitTogetherEqualsSingleProcess) {
 
 // AUTO_PARALLEL: whatever each search chooses, the run must be the single process's.
 TEST(TensorParallelMlp, AutoParallelDynamicProgrammingEqualsSingleProcess) {
-  const TrainedRun got = train(nullptr, "dynamic_programming");
+  const TrainedRun got = train(nullptr, "dynamic_programming", 0, "measured");
   expect_same_training(got, single_process());
   EXPECT_NE(got.plan.find("AUTO_PARALLEL plan for " + std::to_string(comm::size()) +
                           " devices (search dynamic_programming, optimal"),
             std::string::npos)
       << got.plan;
+  EXPECT_NE(got.plan.find("forward and backward timed"), std::string::npos) << got.plan;
 }
 
 // Data parallelism holds every weight whole: 0.61 MiB of parameters, gradients and momentum per
