@@ -175,40 +175,107 @@ TEST(NnPoolMaxGrad, NonOverlappingWindowsPickFirstMaximum) {
   }
 }
 
-// LeNet-sized channel counts (whole 16-lane blocks, a partial one, blocks straddling windows),
-// an odd width, a gradient laid out unlike x (the row-major one a flatten's reshape sends back),
-// bf16, and the relu mask graph mode fuses in: the one-pass kernel must match the reference
-// exactly. With the mask, a window whose maximum is <= 0 passes nothing.
+// LeNet-sized channel counts (whole 16-lane blocks, a partial one, blocks straddling windows, 6
+// and 12 for the 8-lane row path), an odd width, rows long enough for whole 8-lane chunks
+// between the ends (W = 37), x channels-last or row-major, a gradient laid out unlike x (the
+// row-major one a flatten's reshape sends back), bf16, and the relu mask graph mode fuses in: the
+// one-pass kernel must match the reference exactly. With the mask, a window whose maximum is
+// <= 0 passes nothing.
 TEST(NnPoolMaxGrad, OnePassMatchesReferenceForManyChannelCounts) {
-  for (int64_t C : {1, 6, 16, 17, 40}) {
-    for (bool bf16 : {false, true}) {
-      for (bool relu_mask : {false, true}) {
-        for (bool gradient_channels_last : {false, true}) {
-          Shape s{3, C, 6, 9};
-          std::vector<double> xv = values_of(random_tensor(s, 20 + uint64_t(C)));
-          for (double& v : xv) v = std::round(v * 2.0) / 2.0;  // ties, zeros and negatives
-          std::vector<float> xf(xv.begin(), xv.end());
-          Tensor x = channels_last_copy(Tensor::from_vector(xf, s));
-          Tensor g = random_tensor({3, C, 3, 4}, 30 + uint64_t(C));
-          if (bf16) {
-            x = channels_last_copy(to_bf16(x));
-            g = to_bf16(g);
+  for (int64_t C : {1, 6, 12, 16, 17, 40}) {
+    for (int64_t W : {9, 37}) {
+      for (bool x_channels_last : {true, false}) {
+        for (bool bf16 : {false, true}) {
+          for (bool relu_mask : {false, true}) {
+            for (bool gradient_channels_last : {false, true}) {
+              Shape s{3, C, 6, W};
+              std::vector<double> xv = values_of(random_tensor(s, 20 + uint64_t(C)));
+              for (double& v : xv) v = std::round(v * 2.0) / 2.0;  // ties, zeros and negatives
+              std::vector<float> xf(xv.begin(), xv.end());
+              Tensor x = Tensor::from_vector(xf, s);
+              Tensor g = random_tensor({3, C, 3, W / 2}, 30 + uint64_t(C));
+              if (bf16) {
+                x = to_bf16(x);
+                g = to_bf16(g);
+              }
+              if (x_channels_last) x = channels_last_copy(x);
+              if (gradient_channels_last) g = channels_last_copy(g);
+              Tensor dx = Tensor::empty_like(x);
+              ASSERT_TRUE(ops::can_run_max_pool_grad_one_pass(g, x, dx, {2, 2}, {2, 2}, {0, 0}));
+              ops::max_pool_grad_one_pass(g, x, dx, {2, 2}, relu_mask);
+              std::vector<double> gv = values_of(g);
+              if (relu_mask) {
+                // Zero the gradient of every window whose maximum is <= 0.
+                Values y = pool_ref(values_of(x), s, {.kernel = {2, 2}, .stride = {2, 2}}, true);
+                for (size_t i = 0; i < gv.size(); ++i) gv[i] = y[i] > 0 ? gv[i] : 0.0;
+              }
+              expect_close(values_of(dx), max_grad_ref(values_of(x), s, gv, 2), 0, 0,
+                           "C=" + std::to_string(C) + " W=" + std::to_string(W) +
+                               (x_channels_last ? " channels-last x" : " row-major x") +
+                               (bf16 ? " bf16" : " f32") + (relu_mask ? " relu mask" : "") +
+                               (gradient_channels_last ? "" : " row-major gradient"));
+            }
           }
-          if (gradient_channels_last) g = channels_last_copy(g);
-          Tensor dx = Tensor::empty_like(x);
-          ASSERT_TRUE(ops::can_run_max_pool_grad_one_pass(g, x, dx, {2, 2}, {2, 2}, {0, 0}));
-          ops::max_pool_grad_one_pass(g, x, dx, {2, 2}, relu_mask);
-          std::vector<double> gv = values_of(g);
-          if (relu_mask) {
-            // Zero the gradient of every window whose maximum is <= 0.
-            Values y = pool_ref(values_of(x), s, {.kernel = {2, 2}, .stride = {2, 2}}, true);
-            for (size_t i = 0; i < gv.size(); ++i) gv[i] = y[i] > 0 ? gv[i] : 0.0;
-          }
-          expect_close(values_of(dx), max_grad_ref(values_of(x), s, gv, 2), 0, 0,
-                       "C=" + std::to_string(C) + (bf16 ? " bf16" : " f32") +
-                           (relu_mask ? " relu mask" : "") +
-                           (gradient_channels_last ? "" : " row-major gradient"));
         }
+      }
+    }
+  }
+}
+
+// Non-overlapping windows run Kiln's own forward (kernels/max_pool_rows.h): every layout, window
+// size and channel count, with a width and height the windows do not tile, f32 and bf16, equal
+// the reference exactly.
+TEST(NnPoolMaxForward, RowsKernelMatchesReferenceExactly) {
+  for (int64_t k : {2, 3}) {
+    for (int64_t C : {1, 6, 12, 16}) {
+      for (bool cl : {false, true}) {
+        for (bool bf16 : {false, true}) {
+          const Shape s{2, C, 9, 37};
+          Tensor x = random_tensor(s, 40 + uint64_t(C));
+          if (bf16) x = to_bf16(x);
+          if (cl) x = channels_last_copy(x);
+          const ops::Pool2dOptions opt{.kernel = {k, k}, .stride = {k, k}};
+          const Tensor y = ops::max_pool2d(x, opt);
+          if (C > 1) {  // one channel's two layouts are the same memory
+            EXPECT_EQ(y.is_channels_last(), cl);
+          }
+          EXPECT_EQ(y.dtype(), x.dtype());
+          expect_close(values_of(y), pool_ref(values_of(x), s, opt, true), 0, 0,
+                       "k=" + std::to_string(k) + " C=" + std::to_string(C) +
+                           (cl ? " channels-last" : " row-major") + (bf16 ? " bf16" : ""));
+        }
+      }
+    }
+  }
+}
+
+// The forward's value is the backward's winner's: a NaN as a window's first element is the
+// result, a NaN later in the window is passed over (strict > compares, in window order).
+TEST(NnPoolMaxForward, NanFirstInAWindowIsTheResultLaterIsPassedOver) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t C : {1, 6}) {
+    for (bool cl : {false, true}) {
+      // Per channel: window 0 [nan 1; 2 3] -> nan; window 1 [1 nan; 5 2] -> 5;
+      // window 2 [4 0; nan 1] -> 4; window 3 [0 1; 2 nan] -> 2.
+      const float row0[8] = {nan, 1, 1, nan, 4, 0, 0, 1};
+      const float row1[8] = {2, 3, 5, 2, nan, 1, 2, nan};
+      std::vector<float> v;
+      for (int64_t c = 0; c < C; ++c) {
+        v.insert(v.end(), row0, row0 + 8);
+        v.insert(v.end(), row1, row1 + 8);
+      }
+      Tensor x = Tensor::from_vector(v, Shape({1, C, 2, 8}));
+      if (cl) x = channels_last_copy(x);
+      const std::vector<double> y =
+          values_of(ops::max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}}));
+      ASSERT_EQ(y.size(), size_t(4 * C));
+      for (int64_t c = 0; c < C; ++c) {
+        const std::string where = "C=" + std::to_string(C) + " channel " + std::to_string(c) +
+                                  (cl ? " channels-last" : " row-major");
+        EXPECT_TRUE(std::isnan(y[size_t(4 * c)])) << where;
+        EXPECT_EQ(y[size_t(4 * c + 1)], 5) << where;
+        EXPECT_EQ(y[size_t(4 * c + 2)], 4) << where;
+        EXPECT_EQ(y[size_t(4 * c + 3)], 2) << where;
       }
     }
   }

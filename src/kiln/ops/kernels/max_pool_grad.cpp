@@ -1,6 +1,7 @@
 #include "kiln/ops/kernels/max_pool_grad.h"
 
 #include <immintrin.h>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -179,6 +180,169 @@ bool rows_2x2(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, bool mask) {
 }
 #endif
 
+#if defined(__AVX2__)
+// ---- 2×2 windows over whole rows, 8 f32 lanes at a time with AVX2 (CPUs without AVX-512).
+// A row pair (h0, h0 + 1) holds 2·OW pixels of `pixel` elements each (C channels-last, 1
+// row-major); flat index i is in column i / pixel, whose window partner is `pixel` elements ahead
+// (an even, left column) or behind (an odd, right one). Vectorizing over i keeps the lanes busy
+// for LeNet's 6 channels and for row-major rows, where the per-window loop runs scalar. Each lane
+// replays window_2x2's compare order, so the winners and bits are the same.
+struct Avx2RowPlan {
+  int64_t pixel = 0, length = 0;  // length: 2·OW·pixel
+  std::vector<int32_t> left;      // [length rounded up to 8]: -1 in a left column
+};
+
+void make_avx2_row_plan(int64_t pixel, int64_t OW, Avx2RowPlan& plan) {
+  plan.pixel = pixel;
+  plan.length = 2 * OW * pixel;
+  plan.left.assign(size_t((plan.length + 7) / 8 * 8), 0);
+  for (int64_t i = 0; i < plan.length; ++i) plan.left[size_t(i)] = (i / pixel) % 2 == 0 ? -1 : 0;
+}
+
+// `wide`[i] = the pooled gradient of flat index i's window: each pixel of a dy row (its `pixel`
+// elements `element_stride` apart, pixels `pixel_stride` apart) written twice, for the window's
+// two columns. `wide` holds the row's length rounded up to 8.
+void widen_gradient_row(const float* g, int64_t OW, int64_t pixel, int64_t element_stride,
+                        int64_t pixel_stride, float* wide) {
+  if (element_stride != 1 || pixel == 1) {
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      for (int64_t p = 0; p < pixel; ++p) {
+        const float v = g[ow * pixel_stride + p * element_stride];
+        wide[2 * ow * pixel + p] = v;
+        wide[(2 * ow + 1) * pixel + p] = v;
+      }
+    }
+    return;
+  }
+  // Whole 8-lane stores in ascending order: the lanes past a pixel's end land where the next
+  // store overwrites them, or in the buffer's padding (masked stores are microcoded, slow, on
+  // AMD's cores). The loads are masked: a pixel's end may be the tensor's.
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    for (int64_t p = 0; p < pixel; p += 8) {
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(pixel - p)), lane);
+      const __m256 v = _mm256_maskload_ps(g + ow * pixel_stride + p, live);
+      _mm256_storeu_ps(wide + 2 * ow * pixel + p, v);
+    }
+    for (int64_t p = 0; p < pixel; p += 8) {
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(pixel - p)), lane);
+      const __m256 v = _mm256_maskload_ps(g + ow * pixel_stride + p, live);
+      _mm256_storeu_ps(wide + (2 * ow + 1) * pixel + p, v);
+    }
+  }
+}
+
+// Lanes i..i+7 of a row pair, with `g` the widened gradient row: dx's two rows there. `live`,
+// `has_ahead`, `has_behind`: which lanes are in the row and may read their partner ahead or
+// behind (all, away from the row's ends); masked-off lanes read nothing.
+struct LanePair {
+  __m256 top, bottom;
+};
+inline LanePair row_lanes_avx2(const float* r0, const float* r1, const float* g, int64_t i,
+                               const Avx2RowPlan& plan, __m256i live, __m256i has_ahead,
+                               __m256i has_behind, bool mask) {
+  const int64_t pixel = plan.pixel;
+  const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plan.left.data() + i));
+  const __m256 lf = _mm256_castsi256_ps(l);
+  const __m256i ahead = _mm256_and_si256(has_ahead, l);
+  const __m256i behind = _mm256_andnot_si256(l, has_behind);
+  const __m256 x0 = _mm256_maskload_ps(r0 + i, live), x1 = _mm256_maskload_ps(r1 + i, live);
+  const __m256 ahead0 = _mm256_maskload_ps(r0 + i + pixel, ahead);
+  const __m256 ahead1 = _mm256_maskload_ps(r1 + i + pixel, ahead);
+  const __m256 behind0 = _mm256_maskload_ps(r0 + i - pixel, behind);
+  const __m256 behind1 = _mm256_maskload_ps(r1 + i - pixel, behind);
+  const __m256 a = _mm256_blendv_ps(behind0, x0, lf), b = _mm256_blendv_ps(x0, ahead0, lf);
+  const __m256 c = _mm256_blendv_ps(behind1, x1, lf), d = _mm256_blendv_ps(x1, ahead1, lf);
+  const __m256 pb = _mm256_cmp_ps(b, a, _CMP_GT_OQ);
+  const __m256 m1 = _mm256_blendv_ps(a, b, pb);
+  const __m256 pc = _mm256_cmp_ps(c, m1, _CMP_GT_OQ);
+  const __m256 m2 = _mm256_blendv_ps(m1, c, pc);
+  const __m256 pd = _mm256_cmp_ps(d, m2, _CMP_GT_OQ);
+  __m256 gv = _mm256_loadu_ps(g + i);  // the widened row: its padding is in the buffer
+  if (mask) {
+    const __m256 m3 = _mm256_blendv_ps(m2, d, pd);
+    gv = _mm256_and_ps(gv, _mm256_cmp_ps(m3, _mm256_setzero_ps(), _CMP_GT_OQ));
+  }
+  const __m256 later = _mm256_or_ps(pc, pd);  // c or d beat the first two
+  const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  const __m256 win_a = _mm256_andnot_ps(_mm256_or_ps(pb, later), all);
+  const __m256 win_b = _mm256_andnot_ps(later, pb);
+  const __m256 win_c = _mm256_andnot_ps(pd, pc);
+  return {_mm256_and_ps(_mm256_blendv_ps(win_b, win_a, lf), gv),
+          _mm256_and_ps(_mm256_blendv_ps(pd, win_c, lf), gv)};
+}
+
+void row_pair_avx2(const float* r0, const float* r1, const float* g, float* d0, float* d1,
+                   const Avx2RowPlan& plan, bool mask) {
+  const int64_t pixel = plan.pixel, length = plan.length;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i all = _mm256_set1_epi32(-1);
+  for (int64_t i = 0; i < length; i += 8) {
+    if (i >= pixel && i + 8 + pixel <= length) {
+      const LanePair out = row_lanes_avx2(r0, r1, g, i, plan, all, all, all, mask);
+      _mm256_storeu_ps(d0 + i, out.top);
+      _mm256_storeu_ps(d1 + i, out.bottom);
+      continue;
+    }
+    // A chunk at either end of the row: lanes past it, and partners outside it, are masked off,
+    // and only its live lanes are stored.
+    const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(int32_t(i)), lane);
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(length)), index);
+    const __m256i has_ahead = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(length - pixel)), index);
+    const __m256i has_behind = _mm256_cmpgt_epi32(index, _mm256_set1_epi32(int32_t(pixel - 1)));
+    const LanePair out = row_lanes_avx2(r0, r1, g, i, plan, live, _mm256_and_si256(live, has_ahead),
+                                        _mm256_and_si256(live, has_behind), mask);
+    const int64_t count = std::min<int64_t>(8, length - i);
+    alignas(32) float top[8], bottom[8];
+    _mm256_store_ps(top, out.top);
+    _mm256_store_ps(bottom, out.bottom);
+    std::memcpy(d0 + i, top, size_t(count) * sizeof(float));
+    std::memcpy(d1 + i, bottom, size_t(count) * sizeof(float));
+  }
+}
+
+// The AVX2 row-pair path, for f32 x and dx both dense channels-last with channels not a multiple
+// of 8 (the per-window loop vectorizes over 8 and more), or both row-major; false where it does
+// not apply.
+bool rows_2x2_avx2(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, bool mask) {
+  if (x_t.dtype() != DType::f32) return false;
+  const Shape& s = x_t.shape();
+  const int64_t N = s[0], C = s[1];
+  const int64_t OH = dy_t.shape()[2], OW = dy_t.shape()[3];
+  const auto& xs = x_t.strides();
+  const auto& gs = dy_t.strides();
+  const auto& ds = dx_t.strides();
+  const bool channels_last = xs[1] == 1 && xs[3] == C && ds[1] == 1 && ds[3] == C && C % 8 != 0;
+  const bool row_major = xs[3] == 1 && ds[3] == 1;
+  if (!channels_last && !row_major) return false;
+  if (2 * OW * (channels_last ? C : 1) > std::numeric_limits<int32_t>::max() - 16) return false;
+  // Channels-last rows hold every channel; row-major rows one channel each.
+  const int64_t pixel = channels_last ? C : 1, planes = channels_last ? 1 : C;
+  thread_local Avx2RowPlan plan;
+  make_avx2_row_plan(pixel, OW, plan);
+  const Avx2RowPlan& shared_plan = plan;
+  const float* x = x_t.data<float>();
+  const float* dy = dy_t.data<float>();
+  float* dx = dx_t.data<float>();
+  const int64_t rows = N * planes * OH;
+#pragma omp parallel if (dx_t.numel() > 32768)
+  {
+    thread_local std::vector<float> wide;
+    wide.resize(shared_plan.left.size() + 8);  // the widening's last store may pass the row
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = r / (planes * OH), q = r / OH % planes, oh = r % OH;
+      widen_gradient_row(dy + n * gs[0] + q * gs[1] + oh * gs[2], OW, pixel,
+                         channels_last ? gs[1] : 0, gs[3], wide.data());
+      const float* r0 = x + n * xs[0] + q * xs[1] + 2 * oh * xs[2];
+      float* d0 = dx + n * ds[0] + q * ds[1] + 2 * oh * ds[2];
+      row_pair_avx2(r0, r0 + xs[2], wide.data(), d0, d0 + ds[2], shared_plan, mask);
+    }
+  }
+  return true;
+}
+#endif
+
 template <class T>
 void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<int64_t, 2> kernel,
               bool relu_mask);
@@ -222,6 +386,11 @@ void one_pass(const Tensor& dy_t, const Tensor& x_t, Tensor& dx_t, std::array<in
   if (OH * KH != H || OW * KW != W) std::memset(dx, 0, dx_t.nbytes());
 #if KILN_ISA_AVX512
   if (KH == 2 && KW == 2 && rows_2x2<T>(dy_t, x_t, dx_t, relu_mask)) return;
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (KH == 2 && KW == 2 && rows_2x2_avx2(dy_t, x_t, dx_t, relu_mask)) return;
+  }
 #endif
   const bool fast = KH == 2 && KW == 2 && x1 == 1 && d1 == 1 && C <= kMaxFastChannels;
   const bool mask = relu_mask;

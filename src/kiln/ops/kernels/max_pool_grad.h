@@ -4,6 +4,9 @@
 // oneDNN's pooling backward needs the forward's workspace (so it must replay the forward) and its
 // implementations are slow for the few-channel channels-last tensors small CNNs have; this pass
 // is 6–10× faster and bit-identical (the first maximum in window order wins, as in oneDNN).
+// Without AVX-512, few channels (not a multiple of 8) and row-major tensors take 8 lanes along
+// the row (AVX2): LeNet's [64, 6, 28, 28] channels-last in 0.15 ms against the per-window loop's
+// 0.41, one thread.
 // Used by the max_pool2d_grad op and by graph mode (which fuses a following relu_grad into it).
 #include <array>
 #include <cstdint>

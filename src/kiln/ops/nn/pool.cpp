@@ -7,9 +7,11 @@
 // max_pool2d_grad instead finds the winners again from x, which the gradient saves anyway:
 // non-overlapping f32 windows (the common 2×2/2) in one pass of our own (kernels/
 // max_pool_grad.h), anything else by recomputing oneDNN's forward (training mode, workspace into
-// scratch) and running its backward primitive.
+// scratch) and running its backward primitive. The forward over non-overlapping windows is ours
+// too (kernels/max_pool_rows.h): oneDNN's is slow on plain NCHW and on few channels.
 #include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/kernels/max_pool_grad.h"
+#include "kiln/ops/kernels/max_pool_rows.h"
 #include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
@@ -85,6 +87,8 @@ void pool_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   Tensor& y = out[0];
   Tensor x = nn::plain(in[0]);  // y was given x's layout by pool_infer
   if (y.numel() == 0) return;
+  const bool windows_tile = a.kernel == a.stride && a.padding[0] == 0 && a.padding[1] == 0;
+  if (Max && windows_tile && max_pool_rows(x, y, a.kernel)) return;
   PrimitiveKey key;
   key.add(20 + Max).add(x).add(y);
   add_window_key(key, a);
