@@ -13,6 +13,7 @@
 #include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/dnnl/blocked_copy.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
+#include "kiln/ops/kernels/conv_single_channel_avx2.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 #include "kiln/ops/kernels/reduce.h"
 #include "kiln/ops/shard_rule.h"
@@ -322,6 +323,12 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   if (!runs_blocked(a) && can_run_single_channel_conv(x, w.shape(), a) && y.is_channels_last() &&
       (!has_bias || bias.dtype() == DType::f32)) {
     single_channel_conv_forward(x, w, has_bias ? &bias : nullptr, false, y);
+    return;
+  }
+  // The same without AVX-512 (kernels/conv_single_channel_avx2.h).
+  if (!runs_blocked(a) && can_run_single_channel_conv_avx2(x, w.shape(), a, y) &&
+      (!has_bias || bias.dtype() == DType::f32)) {
+    single_channel_conv_forward_avx2(x, w, has_bias ? &bias : nullptr, a, y);
     return;
   }
   // 16 or 32 channels, 3x3, stride 1: Kiln's Winograd F(4x4, 3x3), faster than any of oneDNN's

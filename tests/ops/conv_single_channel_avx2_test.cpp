@@ -1,0 +1,109 @@
+// The one-input-channel forward convolution for CPUs without AVX-512
+// (kernels/conv_single_channel_avx2.h) against the double-precision reference, called directly
+// and through the conv2d op that dispatches to it, and where it does not apply.
+#include "kiln/ops/kernels/conv_single_channel_avx2.h"
+
+#include "conv_kernel_cases.h"
+#include "kiln/core/threads.h"
+#include "kiln/ops/kernels/conv_single_channel.h"
+
+namespace kiln::testing {
+namespace {
+
+using Case = ConvKernelCase;
+
+ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t ph,
+               int64_t pw) {
+  return {.n = n, .c = 1, .h = h, .w = w, .o = o, .kh = kh, .kw = kw, .pad = {ph, pw}};
+}
+
+// Output widths that fill 8 lanes and leave a partial group; 1 to 16 channels (one group of 8
+// and a partial one); kernels from 1x1 to 11x11.
+const Case kCases[] = {
+    {"lenet_5x5_pad2_o6", single(3, 28, 28, 6, 5, 5, 2, 2)},
+    {"3x3_pad1_o16", single(2, 12, 11, 16, 3, 3, 1, 1)},
+    {"3x3_pad0_o1_width7", single(1, 7, 9, 1, 3, 3, 0, 0)},
+    {"rect_3x5_pad1x2_o11", single(2, 7, 9, 11, 3, 5, 1, 2)},
+    {"1x1_o8", single(2, 5, 6, 8, 1, 1, 0, 0)},
+    {"11x11_pad5_o3", single(1, 13, 17, 3, 11, 11, 5, 5)},
+    {"pad_wider_than_half_kernel_o5", single(2, 6, 6, 5, 3, 3, 2, 2)},
+};
+
+bool kernel_built() {
+#if defined(__AVX2__) && defined(__FMA__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+class SingleChannelConvAvx2 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SingleChannelConvAvx2, ForwardMatchesReference) {
+  if (!kernel_built()) GTEST_SKIP() << "a build without AVX2";
+  const Case& c = GetParam();
+  Tensor x = random_tensor(c.g.x_shape(), 1), w = random_tensor(c.g.w_shape(), 2);
+  Tensor b = random_tensor({c.g.o}, 3);
+  Tensor y = channels_last_empty(c.g.y_shape());
+  ASSERT_TRUE(ops::can_run_single_channel_conv_avx2(x, w.shape(), window(c.g.pad), y));
+  Values xv = values_of(x), wv = values_of(w), bv = values_of(b);
+  for (bool bias : {false, true}) {
+    ops::single_channel_conv_forward_avx2(x, w, bias ? &b : nullptr, window(c.g.pad), y);
+    expect_close(values_of(y), c.g.forward(xv, wv, bias ? &bv : nullptr), 1e-5, 1e-4,
+                 std::string(c.name) + (bias ? " bias" : ""));
+  }
+}
+
+// conv2d runs the kernel where the AVX-512 one does not: the same bits as a direct call on one
+// thread, and the reference's values.
+TEST_P(SingleChannelConvAvx2, TheOpUsesTheKernel) {
+  if (!kernel_built()) GTEST_SKIP() << "a build without AVX2";
+  const Case& c = GetParam();
+  const int budget = num_threads();
+  set_num_threads(1);
+  struct RestoreBudget {
+    int threads;
+    ~RestoreBudget() { set_num_threads(threads); }
+  } restore{budget};
+  Tensor x = random_tensor(c.g.x_shape(), 4), w = random_tensor(c.g.w_shape(), 5);
+  Tensor b = random_tensor({c.g.o}, 6);
+  Tensor y = ops::conv2d(x, w, b, c.g.options());
+  Values bv = values_of(b);
+  expect_close(values_of(y), c.g.forward(values_of(x), values_of(w), &bv), 1e-5, 1e-4, "conv2d");
+  if (ops::can_run_single_channel_conv(x, w.shape(), window(c.g.pad))) return;  // AVX-512's
+  Tensor direct = channels_last_empty(c.g.y_shape());
+  ops::single_channel_conv_forward_avx2(x, w, &b, window(c.g.pad), direct);
+  EXPECT_EQ(y.to_vector<float>(), direct.to_vector<float>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SingleChannelConvAvx2, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(SingleChannelConvAvx2Dispatch, CanRunOnlyWhereTheKernelApplies) {
+  if (!kernel_built()) GTEST_SKIP() << "a build without AVX2";
+  Tensor x = random_tensor({2, 1, 8, 8}, 13);
+  const ops::ConvAttrs pad1 = window({1, 1});
+  const Tensor y16 = channels_last_empty({2, 16, 8, 8});
+  EXPECT_TRUE(ops::can_run_single_channel_conv_avx2(x, {16, 1, 3, 3}, pad1, y16));
+  EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(x, {17, 1, 3, 3}, pad1,
+                                                     channels_last_empty({2, 17, 8, 8})));
+  // A row-major output, an output of the wrong extent, several input channels, bf16.
+  EXPECT_FALSE(
+      ops::can_run_single_channel_conv_avx2(x, {16, 1, 3, 3}, pad1, Tensor::empty({2, 16, 8, 8})));
+  EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(x, {16, 1, 3, 3}, window({0, 0}), y16));
+  EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(random_tensor({2, 3, 8, 8}, 14), {16, 3, 3, 3},
+                                                     pad1, y16));
+  EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(to_bf16(x), {16, 1, 3, 3}, pad1, y16));
+  // Strides and dilations other than 1.
+  EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(x, {16, 1, 3, 3}, window({1, 1}, {2, 2}),
+                                                     channels_last_empty({2, 16, 4, 4})));
+  EXPECT_FALSE(
+      ops::can_run_single_channel_conv_avx2(x, {16, 1, 3, 3}, window({2, 2}, {1, 1}, {2, 2}), y16));
+  // Every other column: not a dense N x H x W.
+  Tensor strided = x.view_as({2, 1, 8, 4}, {64, 64, 8, 2}, 0);
+  EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(strided, {16, 1, 3, 1}, pad1,
+                                                     channels_last_empty({2, 16, 8, 4})));
+}
+
+}  // namespace
+}  // namespace kiln::testing
