@@ -1,7 +1,6 @@
 #include "kiln/parallel/measured_op_times.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>

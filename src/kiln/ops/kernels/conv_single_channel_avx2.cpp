@@ -49,15 +49,15 @@ void store_transposed(const __m256 v[8], int64_t channels, int64_t count, float*
 
 struct Geometry {
   int64_t n, h, w, o, kh, kw, ph, pw, oh, ow;
-  int64_t padded_w() const { return round_up_lanes(ow + kw - 1); }
-  static int64_t round_up_lanes(int64_t v) { return conv_geometry::round_up(v, kLanes) + kLanes; }
+  // A padded input row: the taps of every output column, rounded up to whole groups of 8, and 8
+  // more, which the last group's loads may reach.
+  int64_t padded_w() const { return conv_geometry::round_up(ow + kw - 1, kLanes) + kLanes; }
 };
 
 // One output row of kChannels channels from o0: `rows` the padded input rows it reads (kh of
-// them, `row_stride` apart), `taps` each channel's weights broadcast to 8 lanes
-// ([channel][tap][lane]),
-// `out` the row's first pixel at channel o0 (pixels O apart). The channel count is a template
-// argument so that the accumulators stay in registers.
+// them, `row_stride` apart), `taps` each channel's weights broadcast to 8 lanes ([channel][tap]
+// [lane]), `out` the row's first pixel at channel o0 (pixels O apart). The channel count is a
+// template argument so that the accumulators stay in registers.
 template <int kChannels>
 void conv_row(const float* rows, int64_t row_stride, const Geometry& g, const float* taps,
               const float* bias, int64_t o0, float* out) {
