@@ -31,6 +31,12 @@ inline ops::ConvAttrs window(std::array<int64_t, 2> pad, std::array<int64_t, 2> 
   return a;
 }
 
+// A stride-1 convolution of one input channel: n images of h x w, o output channels.
+inline ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
+                      int64_t ph, int64_t pw) {
+  return {.n = n, .c = 1, .h = h, .w = w, .o = o, .kh = kh, .kw = kw, .pad = {ph, pw}};
+}
+
 inline Tensor channels_last_empty(const Shape& s) {
   return Tensor::empty_strided(s, channels_last_strides(s), DType::f32);
 }

@@ -12,11 +12,6 @@ namespace {
 
 using Case = ConvKernelCase;
 
-ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t ph,
-               int64_t pw) {
-  return {.n = n, .c = 1, .h = h, .w = w, .o = o, .kh = kh, .kw = kw, .pad = {ph, pw}};
-}
-
 // Output widths that fill 8 lanes and leave a partial group; 1 to 16 channels (one group of 8
 // and a partial one); kernels from 1x1 to 11x11.
 const Case kCases[] = {

@@ -10,11 +10,6 @@ namespace {
 
 using Case = ConvKernelCase;
 
-ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t ph,
-               int64_t pw) {
-  return {.n = n, .c = 1, .h = h, .w = w, .o = o, .kh = kh, .kw = kw, .pad = {ph, pw}};
-}
-
 const Case kCases[] = {
     {"lenet_like_5x5_pad2_o6", single(2, 28, 28, 6, 5, 5, 2, 2)},
     {"resnet_like_3x3_pad1_o16", single(3, 12, 11, 16, 3, 3, 1, 1)},

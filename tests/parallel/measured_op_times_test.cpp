@@ -7,13 +7,11 @@
 
 #include <cmath>
 
-#include "kiln/graph/tracer.h"
-#include "kiln/nn/dense.h"
 #include "kiln/ops/attrs.h"
 #include "kiln/ops/dispatch.h"
-#include "kiln/ops/functional.h"
 #include "kiln/parallel/auto_parallel.h"
 #include "kiln/parallel/auto_problem.h"
+#include "traced_mlp.h"
 
 namespace kiln::parallel {
 namespace {
@@ -44,28 +42,8 @@ TEST(MeasuredOpTimes, AnOpThatCannotBeTimedIsNaN) {
   EXPECT_TRUE(std::isnan(times.seconds({bad})[0]));
 }
 
-// x [8, 16] -> Dense(16, 32) -> relu -> Dense(32, 4) -> cross entropy, planned for `devices`.
-struct TracedMlp {
-  TracedMlp() : fc1(16, 32), fc2(32, 4) {
-    graph::Tracer tracer(g);
-    tracer.bind_state({{"fc1.weight", fc1.weight()},
-                       {"fc1.bias", fc1.bias()},
-                       {"fc2.weight", fc2.weight()},
-                       {"fc2.bias", fc2.bias()}});
-    Tensor x = tracer.input({Shape({8, 16}), DType::f32}, "images");
-    Tensor y = tracer.input({Shape({8}), DType::i32}, "labels");
-    Tensor l = ops::softmax_cross_entropy(fc2(ops::relu(fc1(x))), y);
-    loss = tracer.value_of(l);
-    tracer.add_output(l);
-    tracer.finish();
-  }
-  nn::Dense fc1, fc2;
-  graph::Graph g;
-  graph::ValueId loss = graph::kNoValue;
-};
-
 TEST(MeasuredOpTimes, TheCostGraphPricesEachOpAtItsMeasuredTime) {
-  TracedMlp mlp;
+  const traced::Mlp mlp(8, {16, 32, 4});
   AutoParallelOptions options;
   options.machine.op_times = std::make_shared<MeasuredOpTimes>();
   const AutoProblem problem(mlp.g, mlp.loss, 1, options, {});

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "kiln/core/error.h"
 
@@ -81,6 +82,25 @@ inline bf16_t float_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return {uint16_t((u >> 16) | 0x40)};  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return {uint16_t(u >> 16)};
+}
+
+// An f32 or bf16 kernel element widened to float and narrowed back, one spelling for kernels
+// templated on the element type. Widening is exact, so a float widened from bf16 narrows back to
+// the same bits.
+inline float to_float(float v) {
+  return v;
+}
+inline float to_float(bf16_t v) {
+  return bf16_to_float(v);
+}
+template <class T>
+inline T from_float(float v) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16_t>);
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return float_to_bf16(v);
+  }
 }
 
 // IEEE half <-> float, round to nearest even; F16C instructions where the build targets them.

@@ -215,13 +215,6 @@ inline Vec<16> vpass<16>(Vec<16> r, Vec<16> g) {
 }
 #endif
 
-inline float to_float(float v) {
-  return v;
-}
-inline float to_float(bf16_t v) {
-  return bf16_to_float(v);
-}
-
 }  // namespace kiln::ops::KILN_ISA::batch_norm_vec
 
 #pragma GCC diagnostic pop

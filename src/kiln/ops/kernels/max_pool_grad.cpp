@@ -18,22 +18,9 @@ KILN_ISA_TARGET_BEGIN
 namespace kiln::ops::KILN_ISA {
 namespace {
 
-// Elements are compared and moved as floats; bf16 → float → bf16 is exact, so a bf16 pass
-// picks the same winners and writes the same gradient bits as an f32 pass would.
-inline float to_float(float v) {
-  return v;
-}
-inline float to_float(bf16_t v) {
-  return bf16_to_float(v);
-}
-template <class T>
-inline T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return float_to_bf16(v);
-  }
-}
+// Elements are compared and moved as floats (core/dtype.h's to_float, from_float); bf16 → float
+// → bf16 is exact, so a bf16 pass picks the same winners and writes the same gradient bits as an
+// f32 pass would.
 
 // One 2×2 window of channels-last data, all C channels: a..d are the window's four pixels
 // (each C contiguous floats), g the pooled gradient. The first maximum in window order wins, as

@@ -1,25 +1,9 @@
 #include "kiln/ops/kernels/max_pool_rows.h"
 
-#include <type_traits>
 #include <vector>
 
 namespace kiln::ops {
 namespace {
-
-inline float to_float(float v) {
-  return v;
-}
-inline float to_float(bf16_t v) {
-  return bf16_to_float(v);
-}
-template <class T>
-inline T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return float_to_bf16(v);  // exact: v is one of the inputs, widened
-  }
-}
 
 // One row of windows. `row` is the window's first input row and `row_stride` the distance to the
 // next; a row holds pixels of `pixel` elements each (C channels-last, 1 row-major), OW windows of
