@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -84,13 +83,12 @@ parallel::MachineModel planning_machine_model(bool measure_ops) {
     model.comm_source = "defaults (run `kiln bench comm` to measure them)";
   }
   if (comm::size() > 1) {
-    // Every rank plans with rank 0's figures, sent as the bits of their doubles.
+    // Every rank plans with rank 0's figures. The communicator has no f64: the doubles' bytes
+    // travel as 64-bit integers, untouched.
+    static_assert(sizeof(double) == sizeof(int64_t));
     double figures[5] = {model.flops_per_s, model.bytes_per_s, model.launch_s, model.comm.alpha_s,
                          model.comm.beta_s_per_byte};
-    int64_t bits[5];
-    std::memcpy(bits, figures, sizeof figures);
-    comm::broadcast(bits, 5, DType::i64, 0);
-    std::memcpy(figures, bits, sizeof figures);
+    comm::broadcast(figures, 5, DType::i64, 0);
     model.flops_per_s = figures[0];
     model.bytes_per_s = figures[1];
     model.launch_s = figures[2];
