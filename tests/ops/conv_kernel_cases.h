@@ -1,6 +1,8 @@
 #pragma once
 // What the tests of the hand-written convolution kernels (conv_single_channel, conv_col2im)
-// share: a named reference case, and whether the kernels run on this CPU.
+// share: a named reference case, and whether the kernels run on this CPU; the relu and the bias
+// gradient in double precision.
+#include <algorithm>
 #include <array>
 #include <ostream>
 
@@ -39,6 +41,19 @@ inline ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, in
 
 inline Tensor channels_last_empty(const Shape& s) {
   return Tensor::empty_strided(s, channels_last_strides(s), DType::f32);
+}
+
+inline Values relu_of(Values v) {
+  for (double& x : v) x = std::max(x, 0.0);
+  return v;
+}
+
+// The bias gradient: dy (row-major [N, O, OH, OW] values) summed over all but the channels.
+inline Values bias_gradient(const ConvRef& g, const Values& dy) {
+  Values db(size_t(g.o), 0.0);
+  int64_t plane = g.oh() * g.ow();
+  for (size_t i = 0; i < dy.size(); ++i) db[size_t(int64_t(i) / plane % g.o)] += dy[i];
+  return db;
 }
 
 }  // namespace kiln::testing

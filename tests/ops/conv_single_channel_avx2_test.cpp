@@ -1,9 +1,11 @@
-// The one-input-channel forward convolution for CPUs without AVX-512
-// (kernels/conv_single_channel_avx2.h) against the double-precision reference, called directly
-// and through the conv2d op that dispatches to it, and where it does not apply.
+// The one-input-channel convolution for CPUs without AVX-512 (kernels/conv_single_channel_avx2.h),
+// forward (with and without the fused relu) and backward-weights, against the double-precision
+// reference, called directly and through the conv2d ops that dispatch to them, and where they do
+// not apply.
 #include "kiln/ops/kernels/conv_single_channel_avx2.h"
 
 #include "conv_kernel_cases.h"
+#include "kiln/core/kernel_threads.h"
 #include "kiln/core/threads.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
@@ -43,9 +45,37 @@ TEST_P(SingleChannelConvAvx2, ForwardMatchesReference) {
   ASSERT_TRUE(ops::can_run_single_channel_conv_avx2(x, w.shape(), window(c.g.pad), y));
   Values xv = values_of(x), wv = values_of(w), bv = values_of(b);
   for (bool bias : {false, true}) {
-    ops::single_channel_conv_forward_avx2(x, w, bias ? &b : nullptr, window(c.g.pad), y);
-    expect_close(values_of(y), c.g.forward(xv, wv, bias ? &bv : nullptr), 1e-5, 1e-4,
-                 std::string(c.name) + (bias ? " bias" : ""));
+    for (bool relu : {false, true}) {
+      ops::single_channel_conv_forward_avx2(x, w, bias ? &b : nullptr, window(c.g.pad), relu, y);
+      const Values ref = c.g.forward(xv, wv, bias ? &bv : nullptr);
+      expect_close(values_of(y), relu ? relu_of(ref) : ref, 1e-5, 1e-4,
+                   std::string(c.name) + (bias ? " bias" : "") + (relu ? " relu" : ""));
+    }
+  }
+}
+
+TEST_P(SingleChannelConvAvx2, BackwardWeightsAndBiasMatchReference) {
+  if (!kernel_built()) GTEST_SKIP() << "a build without AVX2";
+  const Case& c = GetParam();
+  Tensor x = random_tensor(c.g.x_shape(), 7);
+  Tensor dy = channels_last_copy(random_tensor(c.g.y_shape(), 8));
+  ASSERT_TRUE(ops::can_run_single_channel_conv_backward_weights_avx2(dy, x, c.g.w_shape(),
+                                                                     window(c.g.pad)));
+  Values dyv = values_of(dy);
+  const Values ref_dw = c.g.backward_weights(dyv, values_of(x));
+  for (int threads : {1, 2}) {
+    for (bool bias : {false, true}) {
+      // Filled with 7: every element must be written, not added to.
+      Tensor dw = Tensor::full(c.g.w_shape(), 7.0), db = Tensor::full({c.g.o}, 7.0);
+      {
+        KernelThreads team(threads);
+        ops::single_channel_conv_backward_weights_avx2(dy, x, window(c.g.pad), dw,
+                                                       bias ? &db : nullptr);
+      }
+      const std::string what = std::string(c.name) + ", " + std::to_string(threads) + " threads";
+      expect_close(values_of(dw), ref_dw, 1e-4, 1e-4, what + " dw");
+      if (bias) expect_close(values_of(db), bias_gradient(c.g, dyv), 1e-4, 1e-4, what + " db");
+    }
   }
 }
 
@@ -65,10 +95,23 @@ TEST_P(SingleChannelConvAvx2, TheOpUsesTheKernel) {
   Tensor y = ops::conv2d(x, w, b, c.g.options());
   Values bv = values_of(b);
   expect_close(values_of(y), c.g.forward(values_of(x), values_of(w), &bv), 1e-5, 1e-4, "conv2d");
+  Tensor dy = random_tensor(c.g.y_shape(), 9);  // row-major: the op converts it
+  std::vector<Tensor> grads =
+      ops::conv2d_backward_weights(dy, x, c.g.w_shape(), true, c.g.options());
+  Values dyv = values_of(dy);
+  expect_close(values_of(grads[0]), c.g.backward_weights(dyv, values_of(x)), 1e-4, 1e-4,
+               "conv2d_backward_weights dw");
+  expect_close(values_of(grads[1]), bias_gradient(c.g, dyv), 1e-4, 1e-4,
+               "conv2d_backward_weights db");
   if (ops::can_run_single_channel_conv(x, w.shape(), window(c.g.pad))) return;  // AVX-512's
   Tensor direct = channels_last_empty(c.g.y_shape());
-  ops::single_channel_conv_forward_avx2(x, w, &b, window(c.g.pad), direct);
+  ops::single_channel_conv_forward_avx2(x, w, &b, window(c.g.pad), /*relu=*/false, direct);
   EXPECT_EQ(y.to_vector<float>(), direct.to_vector<float>());
+  Tensor dw = Tensor::empty(c.g.w_shape()), db = Tensor::empty({c.g.o});
+  ops::single_channel_conv_backward_weights_avx2(channels_last_copy(dy), x, window(c.g.pad), dw,
+                                                 &db);
+  EXPECT_EQ(grads[0].to_vector<float>(), dw.to_vector<float>());
+  EXPECT_EQ(grads[1].to_vector<float>(), db.to_vector<float>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SingleChannelConvAvx2, ::testing::ValuesIn(kCases),
@@ -98,6 +141,21 @@ TEST(SingleChannelConvAvx2Dispatch, CanRunOnlyWhereTheKernelApplies) {
   Tensor strided = x.view_as({2, 1, 8, 4}, {64, 64, 8, 2}, 0);
   EXPECT_FALSE(ops::can_run_single_channel_conv_avx2(strided, {16, 1, 3, 1}, pad1,
                                                      channels_last_empty({2, 16, 8, 4})));
+  // Backward-weights: the forward's rules on dy, and at most 11 kernel columns.
+  EXPECT_TRUE(ops::can_run_single_channel_conv_backward_weights_avx2(y16, x, {16, 1, 3, 3}, pad1));
+  EXPECT_FALSE(ops::can_run_single_channel_conv_backward_weights_avx2(Tensor::empty({2, 16, 8, 8}),
+                                                                      x, {16, 1, 3, 3}, pad1));
+  EXPECT_TRUE(ops::can_run_single_channel_conv_backward_weights_avx2(
+      channels_last_empty({2, 4, 8, 8}), x, {4, 1, 1, 11}, window({0, 5})));
+  EXPECT_FALSE(ops::can_run_single_channel_conv_backward_weights_avx2(
+      channels_last_empty({2, 4, 8, 8}), x, {4, 1, 1, 13}, window({0, 6})));
+  Tensor dw = Tensor::empty({16, 1, 3, 3});
+  expect_error_mentions(
+      [&] {
+        ops::single_channel_conv_backward_weights_avx2(Tensor::empty({2, 16, 8, 8}), x, pad1, dw,
+                                                       nullptr);
+      },
+      {"single_channel_conv_backward_weights_avx2", "channels-last"});
 }
 
 }  // namespace

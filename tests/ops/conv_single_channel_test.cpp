@@ -25,18 +25,6 @@ const Case kCases[] = {
     {"wide_rows_o64", single(1, 20, 200, 64, 3, 3, 1, 1)},
 };
 
-Values relu_of(Values v) {
-  for (double& x : v) x = std::max(x, 0.0);
-  return v;
-}
-
-Values bias_gradient(const ConvRef& g, const Values& dy) {
-  Values db(size_t(g.o), 0.0);
-  int64_t plane = g.oh() * g.ow();
-  for (size_t i = 0; i < dy.size(); ++i) db[size_t(int64_t(i) / plane % g.o)] += dy[i];
-  return db;
-}
-
 class SingleChannelConv : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SingleChannelConv, ForwardMatchesReference) {

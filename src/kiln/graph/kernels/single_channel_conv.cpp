@@ -1,7 +1,8 @@
 // conv2d with one input channel, plain or with a relu fused in (and conv_relu_pool nodes, with
 // the max pool too), as a graph kernel: the op's hand-written kernel
-// (ops/kernels/conv_single_channel.h, 2–4× faster than oneDNN there) bound once to its tensors,
-// so the fused conv + relu of LeNet's first layer keeps that speed.
+// (ops/kernels/conv_single_channel.h, 2–4× faster than oneDNN there; without AVX-512,
+// ops/kernels/conv_single_channel_avx2.h) bound once to its tensors, so the fused conv + relu of
+// LeNet's first layer keeps that speed.
 #include <omp.h>
 
 #include <array>
@@ -9,6 +10,7 @@
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
+#include "kiln/ops/kernels/conv_single_channel_avx2.h"
 
 namespace kiln::graph {
 namespace {
@@ -27,16 +29,23 @@ class SingleChannelConv : public SpecialKernel {
         w_(in[1]),
         bias_(in.size() > 2 ? in[2] : Tensor()),
         y_(out[0]),
-        relu_(!node.post_ops.empty()) {}
+        attrs_(node.attrs.as<ops::ConvAttrs>()),
+        relu_(!node.post_ops.empty()),
+        avx512_(ops::can_run_single_channel_conv(x_, w_.shape(), attrs_)) {}
 
   bool follows_moved_inputs() const override { return true; }  // reads them through tensors
   void run(std::span<const Tensor>, std::span<Tensor>) override {
-    ops::single_channel_conv_forward(x_, w_, bias_.defined() ? &bias_ : nullptr, relu_, y_);
+    const Tensor* bias = bias_.defined() ? &bias_ : nullptr;
+    if (avx512_)
+      ops::single_channel_conv_forward(x_, w_, bias, relu_, y_);
+    else
+      ops::single_channel_conv_forward_avx2(x_, w_, bias, attrs_, relu_, y_);
   }
 
  private:
   Tensor x_, w_, bias_, y_;
-  bool relu_;
+  ops::ConvAttrs attrs_;
+  bool relu_, avx512_;
 };
 
 // conv_relu_pool: inputs x, w[, bias]; outputs pooled, winners.
@@ -79,8 +88,10 @@ bool can_run_single_channel_conv(const Node& node, std::span<const Tensor> in,
   }
   const bool bias_ok =
       in.size() == 2 || !in[2].defined() || (in[2].dtype() == DType::f32 && in[2].is_contiguous());
+  const ops::ConvAttrs& a = node.attrs.as<ops::ConvAttrs>();
   return bias_ok && in[1].is_contiguous() && out[0].is_channels_last() &&
-         ops::can_run_single_channel_conv(in[0], in[1].shape(), node.attrs.as<ops::ConvAttrs>());
+         (ops::can_run_single_channel_conv(in[0], in[1].shape(), a) ||
+          ops::can_run_single_channel_conv_avx2(in[0], in[1].shape(), a, out[0]));
 }
 
 std::shared_ptr<SpecialKernel> make_conv_relu_pool_kernel(const Node& node,

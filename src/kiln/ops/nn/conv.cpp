@@ -328,7 +328,7 @@ void conv_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&
   // The same without AVX-512 (kernels/conv_single_channel_avx2.h).
   if (!runs_blocked(a) && can_run_single_channel_conv_avx2(x, w.shape(), a, y) &&
       (!has_bias || bias.dtype() == DType::f32)) {
-    single_channel_conv_forward_avx2(x, w, has_bias ? &bias : nullptr, a, y);
+    single_channel_conv_forward_avx2(x, w, has_bias ? &bias : nullptr, a, /*relu=*/false, y);
     return;
   }
   // 16 or 32 channels, 3x3, stride 1: Kiln's Winograd F(4x4, 3x3), faster than any of oneDNN's
@@ -580,6 +580,13 @@ void bwd_weights_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
       can_run_single_channel_conv(x, dw.shape(), a, /*backward_weights=*/true) &&
       dy.is_channels_last()) {
     single_channel_conv_backward_weights(dy, x, dw, out.size() == 2 ? &out[1] : nullptr);
+    return;
+  }
+  // The same without AVX-512 (kernels/conv_single_channel_avx2.h). Where the AVX-512 kernels run
+  // but declined (O a multiple of 16), oneDNN's is the faster.
+  if (!runs_blocked(a) && !can_run_single_channel_conv(x, dw.shape(), a) &&
+      can_run_single_channel_conv_backward_weights_avx2(dy, x, dw.shape(), a)) {
+    single_channel_conv_backward_weights_avx2(dy, x, a, dw, out.size() == 2 ? &out[1] : nullptr);
     return;
   }
   // 16 or 32 channels, 3x3, stride 1: Winograd F(4x4, 3x3) (kernels/conv_winograd.h); a bias
