@@ -34,12 +34,12 @@ class FiniteLossCheck : public Callback {
 };
 
 RunResult train_and_test(const std::string& model_name, const ModelOptions& options, int64_t epochs,
-                         int64_t max_steps) {
+                         int64_t max_steps, uint64_t seed = 3) {
   // Graph mode with fusion, as a user trains for speed (and 5-10x faster than eager here, which
   // keeps these whole-epoch runs inside CI's budget).
   kiln::testing::ModeScope graph_mode(GRAPH_MODE, true);
-  set_seed(3);
-  data::config::set_seed(3);
+  set_seed(seed);
+  data::config::set_seed(seed);
   // Normalised inputs and a cosine decay to zero: both runs end on a settled model, so the
   // comparison measures precision, not where two noisy trajectories happen to stop.
   const double mean = 0.2860, stddev = 0.3530;
@@ -64,12 +64,19 @@ RunResult train_and_test(const std::string& model_name, const ModelOptions& opti
 }
 
 TEST(AmpAccuracy, Fp16O2LeNetOneEpochWithinOnePointOfO0) {
-  RunResult o0 = train_and_test("lenet", {.amp_level = "O0"}, 1, -1);
-  RunResult o2 = train_and_test("lenet", {.amp_level = "O2", .amp_dtype = "fp16"}, 1, -1);
-  std::printf("LeNet 1 epoch: O0 %.4f, O2 fp16 (dynamic loss scale) %.4f\n", o0.accuracy,
-              o2.accuracy);
-  EXPECT_TRUE(o2.finite_losses) << "a NaN/inf loss was reported at O2 fp16";
-  EXPECT_NEAR(o2.accuracy, o0.accuracy, 0.01);
+  // Over two seeds: one run's accuracy after an epoch moves by a few tenths of a point with any
+  // change to the order of a sum, which is the bound's own scale.
+  double o0 = 0, o2 = 0;
+  for (uint64_t seed : {3, 4}) {
+    RunResult r0 = train_and_test("lenet", {.amp_level = "O0"}, 1, -1, seed);
+    RunResult r2 = train_and_test("lenet", {.amp_level = "O2", .amp_dtype = "fp16"}, 1, -1, seed);
+    std::printf("LeNet 1 epoch, seed %d: O0 %.4f, O2 fp16 (dynamic loss scale) %.4f\n", int(seed),
+                r0.accuracy, r2.accuracy);
+    EXPECT_TRUE(r2.finite_losses) << "a NaN/inf loss was reported at O2 fp16, seed " << seed;
+    o0 += r0.accuracy / 2;
+    o2 += r2.accuracy / 2;
+  }
+  EXPECT_NEAR(o2, o0, 0.01);
 }
 
 TEST(AmpAccuracy, Bf16O2ResNet20WithinOnePointOfO0) {
