@@ -409,10 +409,16 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     step();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  // The first run of each faults its arena in and builds its primitives.
-  double first = 0;
-  for (Candidate& c : candidates) first = std::max(first, seconds(c.step));
-  const int repeats = std::clamp(int(0.2 / std::max(first, 1e-6)), 3, 15);
+  // The first run of each faults its arena in and builds its primitives; the second says what a
+  // round of steady steps costs. About 0.2 s of rounds follow: at LeNet's 2-3 ms steps the
+  // candidates are 5-15% apart, within what a few samples of a shared machine spread.
+  for (Candidate& c : candidates) seconds(c.step);
+  double round = 0;
+  for (Candidate& c : candidates) {
+    c.seconds.push_back(seconds(c.step));
+    round += c.seconds.back();
+  }
+  const int repeats = std::clamp(int(0.2 / std::max(round, 1e-6)), 2, 30);
   for (int r = 0; r < repeats; ++r) {
     for (size_t k = 0; k < candidates.size(); ++k) {
       // Each round in another order, so no candidate always runs first.
