@@ -6,7 +6,6 @@
 
 #include "conv_kernel_cases.h"
 #include "kiln/core/kernel_threads.h"
-#include "kiln/core/threads.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
 namespace kiln::testing {
@@ -84,12 +83,7 @@ TEST_P(SingleChannelConvAvx2, BackwardWeightsAndBiasMatchReference) {
 TEST_P(SingleChannelConvAvx2, TheOpUsesTheKernel) {
   if (!kernel_built()) GTEST_SKIP() << "a build without AVX2";
   const Case& c = GetParam();
-  const int budget = num_threads();
-  set_num_threads(1);
-  struct RestoreBudget {
-    int threads;
-    ~RestoreBudget() { set_num_threads(threads); }
-  } restore{budget};
+  const OneThreadBudget one_thread;  // the op's bits equal the direct call's
   Tensor x = random_tensor(c.g.x_shape(), 4), w = random_tensor(c.g.w_shape(), 5);
   Tensor b = random_tensor({c.g.o}, 6);
   Tensor y = ops::conv2d(x, w, b, c.g.options());

@@ -1,7 +1,6 @@
 // The one-input-channel conv kernels (kernels/conv_single_channel.h) against the double-precision
 // reference, called directly and through the conv2d ops that dispatch to them.
 #include "kiln/ops/kernels/conv_single_channel.h"
-#include "kiln/core/threads.h"
 
 #include "conv_kernel_cases.h"
 
@@ -105,14 +104,7 @@ TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
 TEST_P(SingleChannelConv, OpsUseTheKernels) {
   if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
-  // One thread for both: an op picks its own team from its cost (core/kernel_threads.h), the
-  // direct calls run on the caller's, and the bits depend on the team.
-  const int budget = num_threads();
-  set_num_threads(1);
-  struct RestoreBudget {
-    int threads;
-    ~RestoreBudget() { set_num_threads(threads); }
-  } restore{budget};
+  const OneThreadBudget one_thread;  // the op's bits equal the direct call's
   Tensor x = random_tensor(c.g.x_shape(), 6), w = random_tensor(c.g.w_shape(), 7);
   Tensor b = random_tensor({c.g.o}, 8);
   Tensor y = ops::conv2d(x, w, b, c.g.options());

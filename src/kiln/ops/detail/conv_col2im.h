@@ -16,6 +16,9 @@
 // 1.29. It loses at C=16 (1.78 vs 1.31), and wherever O is small against C (C=8 O=8 0.44 vs
 // 0.31, C=4 O=4 0.21 vs 0.15, any C with O=1).
 //
+// Without AVX-512 the gather runs 8 lanes with AVX2; oneDNN's AVX2 backward-data is no better
+// placed there (LeNet's conv2 0.77 ms on one AVX2 core, ~40 GFLOP/s): numbers in bench/README.md.
+//
 // Rule (can_run): f32, groups 1, stride 1, dilation 1, any padding, KH <= 32, dy channels-last
 // dense, a per-image column buffer of at most 1 MiB, and (C <= 4 and O >= 6) or (C <= 8 and
 // O >= 16). gemm_backward_data itself runs any C and O.
@@ -29,7 +32,7 @@ namespace kiln::ops {
 // Whether gemm_backward_data applies (and is the faster choice) for dy [N, O, OH, OW] and a
 // weight of w_shape [O, C, KH, KW] with input x_shape [N, C, H, W] under attrs `a`. Requires dy
 // f32 and channels-last dense (strides of a channels-last tensor on every dim of extent > 1);
-// always false in a build without AVX-512.
+// always false on a CPU without AVX2.
 bool can_run_gemm_backward_data(const Tensor& dy, const Shape& w_shape, const Shape& x_shape,
                                 const ConvAttrs& a);
 
