@@ -575,8 +575,9 @@ void add_train_command(CLI::App& app, std::function<void(const TrainConfig&)> ac
                   "on | off: graph mode's stderr line per compiled graph (default on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--workers", c->workers,
-                  "Map workers of the data pipeline (num_parallel_workers; default 0: one per "
-                  "core this process may use)")
+                  "Map workers of the data pipeline's row stage (num_parallel_workers; default "
+                  "0: one per core this process may use); arrays of the model's size with no "
+                  "random transform have no row stage")
       ->check(integer_in(0, kMaxThreads));
   cmd->add_option("--prefetch", c->prefetch,
                   "Rows each data pipeline queue holds (prefetch_size; default 0: 16)")
