@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <vector>
+
 #include "kiln/core/random.h"
 #include "kiln/ops/attrs.h"
 
@@ -18,18 +22,30 @@ OpTimingQuery matmul(int64_t m, int64_t k, int64_t n, uint32_t differentiable = 
           .differentiable = differentiable};
 }
 
+// The fastest of five timings of each query, taken in turn: a test that compares timings runs
+// beside other tests, and one slow sample of either side would decide the comparison.
+std::vector<double> fastest_of_five(const std::vector<OpTimingQuery>& queries) {
+  std::vector<double> best(queries.size(), std::numeric_limits<double>::infinity());
+  for (int round = 0; round < 5; ++round) {
+    for (size_t q = 0; q < queries.size(); ++q) {
+      best[q] = std::min(best[q], time_op_ms(queries[q], 3).value());
+    }
+  }
+  return best;
+}
+
 TEST(OpTiming, EightTimesTheWorkTakesLonger) {
-  const std::optional<double> small = time_op_ms(matmul(128, 128, 128), 3);
-  const std::optional<double> large = time_op_ms(matmul(256, 256, 256), 3);
-  ASSERT_TRUE(small && large);
-  EXPECT_GT(*small, 0);
-  EXPECT_GT(*large, 2.5 * *small) << "8x the FLOPs";
+  ASSERT_TRUE(time_op_ms(matmul(128, 128, 128), 1).has_value());
+  const std::vector<double> ms = fastest_of_five({matmul(128, 128, 128), matmul(256, 256, 256)});
+  const double small = ms[0], large = ms[1];
+  EXPECT_GT(small, 0);
+  EXPECT_GT(large, 2.5 * small) << "8x the FLOPs";
 }
 
 TEST(OpTiming, TheBackwardRunsForDifferentiableInputsOnly) {
-  const double forward = time_op_ms(matmul(256, 256, 256, 0), 3).value();
-  const double one = time_op_ms(matmul(256, 256, 256, 0b10), 3).value();
-  const double both = time_op_ms(matmul(256, 256, 256), 3).value();
+  const std::vector<double> ms = fastest_of_five(
+      {matmul(256, 256, 256, 0), matmul(256, 256, 256, 0b10), matmul(256, 256, 256)});
+  const double forward = ms[0], one = ms[1], both = ms[2];
   // Each input's gradient is one more matmul of the forward's size.
   EXPECT_GT(one, 1.5 * forward);
   EXPECT_GT(both, 1.25 * one);
