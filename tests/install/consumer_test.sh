@@ -43,9 +43,13 @@ build_and_run_consumer consumer
 # Kiln from the shared library, with no static copy of the engine in the program.
 if [[ -e $prefix/lib/libkiln.so ]]; then
   build_and_run_consumer consumer_shared -DKILN_CONSUMER_SHARED=ON
-  ldd "$work/consumer_shared/kiln_consumer" | grep -q "libkiln.so.* => $prefix/lib/" ||
+  # Each listing whole before grep reads it: under pipefail, grep -q leaving early would fail
+  # the pipe with the writer's SIGPIPE.
+  libs=$(ldd "$work/consumer_shared/kiln_consumer")
+  grep -q "libkiln.so.* => $prefix/lib/" <<<"$libs" ||
     { echo "FAIL: the shared consumer does not load $prefix/lib/libkiln.so"; exit 1; }
-  if nm -C "$work/consumer_shared/kiln_consumer" | grep -q " T kiln::models::create("; then
+  symbols=$(nm -C "$work/consumer_shared/kiln_consumer")
+  if grep -q " T kiln::models::create(" <<<"$symbols"; then
     echo "FAIL: the shared consumer holds a static copy of the engine"; exit 1
   fi
 fi
