@@ -121,6 +121,17 @@ int64_t guard_after(const Geometry& g) {
   return kUnroll * g.kp() + kLanes;
 }
 
+// The column rows that add into dx row ih (one per kernel row whose output row exists), into
+// `rows`; returns how many.
+int column_rows(const Geometry& g, const float* col, int64_t ih, const float** rows) {
+  int nrows = 0;
+  for (int64_t kh = 0; kh < g.kh; ++kh) {
+    const int64_t oh = ih + g.ph - kh;
+    if (oh >= 0 && oh < g.oh) rows[nrows++] = col + oh * g.ow * g.kp() + kh * g.run();
+  }
+  return nrows;
+}
+
 #if KILN_ISA_AVX512
 // dx for one image from its column rows (`col`: pixels() rows of kp() floats).
 void col2im_image(const Geometry& g, const GatherTable& t, const float* col, float* dx) {
@@ -128,11 +139,7 @@ void col2im_image(const Geometry& g, const GatherTable& t, const float* col, flo
   const __mmask16 tail = __mmask16((1u << (g.row_len() - (chunks - 1) * kLanes)) - 1u);
   const float* rows[kMaxKernelHeight];
   for (int64_t ih = 0; ih < g.h; ++ih) {
-    int nrows = 0;
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
-      int64_t oh = ih + g.ph - kh;
-      if (oh >= 0 && oh < g.oh) rows[nrows++] = col + oh * g.ow * kp + kh * g.run();
-    }
+    const int nrows = column_rows(g, col, ih, rows);
     float* out = dx + ih * g.row_len();
     for (int64_t j = 0; j < chunks; ++j) {
       const __mmask16* mask = t.masks.data() + j * per;
@@ -165,11 +172,7 @@ void col2im_image(const Geometry& g, const GatherTable& t, const float* col, flo
         _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask))));
   };
   for (int64_t ih = 0; ih < g.h; ++ih) {
-    int nrows = 0;
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
-      int64_t oh = ih + g.ph - kh;
-      if (oh >= 0 && oh < g.oh) rows[nrows++] = col + oh * g.ow * kp + kh * g.run();
-    }
+    const int nrows = column_rows(g, col, ih, rows);
     float* out = dx + ih * g.row_len();
     for (int64_t j = 0; j < chunks; ++j) {
       const int32_t* mask = t.masks.data() + j * per * kLanes;
