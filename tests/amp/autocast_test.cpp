@@ -7,7 +7,7 @@
 #include "kiln/ops/functional.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::amp {
+namespace kiln::amp::autocast_test {
 namespace {
 
 using ops::OpKind;
@@ -102,4 +102,4 @@ TEST(Autocast, ScopeEndsAtItsBrace) {
 }
 
 }  // namespace
-}  // namespace kiln::amp
+}  // namespace kiln::amp::autocast_test

@@ -7,7 +7,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::amp {
+namespace kiln::amp::loss_scale_test {
 namespace {
 
 TEST(DynamicLossScale, OverflowSkipsTheStepAndHalvesTheScale) {
@@ -101,4 +101,4 @@ TEST(AmpLevel, ParsesAndRejectsWithTheKeyNamed) {
 }
 
 }  // namespace
-}  // namespace kiln::amp
+}  // namespace kiln::amp::loss_scale_test

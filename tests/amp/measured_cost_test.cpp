@@ -9,7 +9,7 @@
 
 #include "kiln/ops/attrs.h"
 
-namespace kiln::amp {
+namespace kiln::amp::measured_cost_test {
 namespace {
 
 std::vector<ops::TensorMeta> matmul_inputs(int64_t n) {
@@ -48,4 +48,4 @@ TEST(MeasuredCost, ALongerCastCostsMore) {
 }
 
 }  // namespace
-}  // namespace kiln::amp
+}  // namespace kiln::amp::measured_cost_test

@@ -9,7 +9,7 @@
 #include "kiln/ops/functional.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::amp {
+namespace kiln::amp::placement_test {
 namespace {
 
 using ops::OpKind;
@@ -159,4 +159,4 @@ TEST(Placement, StrictKeepsMindSporePlacement) {
 }
 
 }  // namespace
-}  // namespace kiln::amp
+}  // namespace kiln::amp::placement_test

@@ -12,15 +12,12 @@
 #include "kiln/autograd/tape.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/functional.h"
+#include "testing/leaf_tensor.h"
 
-namespace kiln {
+namespace kiln::dispatch_chain_test {
 namespace {
 
-Tensor leaf(std::vector<float> v, Shape s) {
-  Tensor t = Tensor::from_vector(v, s);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::leaf;
 
 // Empties the tape's slot for one test and puts the tape back after it.
 struct WithoutTape {
@@ -99,4 +96,4 @@ TEST(DispatchChain, ThreadsInstallAndDifferentiateAtOnceWithTheirOwnGradMode) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::dispatch_chain_test

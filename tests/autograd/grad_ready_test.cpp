@@ -3,15 +3,12 @@
 
 #include "kiln/autograd/tape.h"
 #include "kiln/ops/functional.h"
+#include "testing/leaf_tensor.h"
 
-namespace kiln {
+namespace kiln::grad_ready_test {
 namespace {
 
-Tensor leaf(std::vector<float> v, Shape s) {
-  Tensor t = Tensor::from_vector(v, s);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::leaf;
 
 TEST(GradReady, EachInputOnceWithItsFinalGradientInBackwardOrder) {
   autograd::install_tape();
@@ -40,4 +37,4 @@ TEST(GradReady, EachInputOnceWithItsFinalGradientInBackwardOrder) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::grad_ready_test

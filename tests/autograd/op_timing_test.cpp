@@ -12,7 +12,7 @@
 #include "kiln/core/random.h"
 #include "kiln/ops/attrs.h"
 
-namespace kiln::autograd {
+namespace kiln::autograd::op_timing_test {
 namespace {
 
 OpTimingQuery matmul(int64_t m, int64_t k, int64_t n, uint32_t differentiable = ~0u) {
@@ -88,4 +88,4 @@ TEST(OpTiming, TheKeyTellsApartWhatChangesTheTime) {
 }
 
 }  // namespace
-}  // namespace kiln::autograd
+}  // namespace kiln::autograd::op_timing_test

@@ -4,15 +4,12 @@
 
 #include "kiln/core/error.h"
 #include "kiln/ops/functional.h"
+#include "testing/leaf_tensor.h"
 
-namespace kiln {
+namespace kiln::tape_test {
 namespace {
 
-Tensor leaf(std::vector<float> v, Shape s) {
-  Tensor t = Tensor::from_vector(v, s);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::leaf;
 
 TEST(Tape, ReusedValueAccumulatesBothPaths) {
   autograd::install_tape();
@@ -94,4 +91,4 @@ TEST(Tape, SavedTensorsAreFreedAfterBackward) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::tape_test

@@ -9,7 +9,7 @@
 
 #include "testing/kiln_command.h"
 
-namespace kiln::cli {
+namespace kiln::cli::bench_comm_command_test {
 namespace {
 
 using testing::run_kiln;
@@ -53,4 +53,4 @@ TEST(BenchCommCommand, BadFlagsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::bench_comm_command_test

@@ -10,7 +10,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::cli {
+namespace kiln::cli::commands_test {
 namespace {
 
 // `kiln ARGS` parsed without running anything: "" when accepted, else the error.
@@ -88,4 +88,4 @@ TEST(KilnCommands, BadNumbersAreUsageErrorsNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::commands_test

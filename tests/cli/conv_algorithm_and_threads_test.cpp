@@ -14,7 +14,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/threads.h"
 
-namespace kiln::cli {
+namespace kiln::cli::conv_algorithm_and_threads_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -86,4 +86,4 @@ TEST(ThreadsFlag, MoreThreadsThanCoresIsWarnedAboutByName) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::conv_algorithm_and_threads_test

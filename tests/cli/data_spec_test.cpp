@@ -9,7 +9,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::cli {
+namespace kiln::cli::data_spec_test {
 namespace {
 
 bool have_fashion_mnist() {
@@ -79,4 +79,4 @@ TEST(DataSpec, ResizedImagesGoThroughTheRowStage) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::data_spec_test

@@ -24,6 +24,7 @@
 #include "testing/kiln_command.h"
 #include "testing/onnx_tools.h"
 
+namespace kiln::cli::export_command_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -290,3 +291,4 @@ TEST_F(ExportCommand, DefaultPathFixedBatchAndBadArgumentsAreOneLineErrors) {
 }
 
 }  // namespace
+}  // namespace kiln::cli::export_command_test

@@ -21,7 +21,7 @@
 #include "kiln/train/checkpoint.h"
 #include "testing/kiln_command.h"
 
-namespace kiln::cli {
+namespace kiln::cli::gpt_train_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -229,4 +229,4 @@ TEST(GptPredict, GreedyContinuationFollowsTheModelsArgmax) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::gpt_train_test

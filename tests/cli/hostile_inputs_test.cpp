@@ -11,6 +11,7 @@
 
 #include "testing/kiln_command.h"
 
+namespace kiln::cli::hostile_inputs_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -95,3 +96,4 @@ TEST(HostileInputs, ConfigAndResumeFoldersAndNullKeys) {
 }
 
 }  // namespace
+}  // namespace kiln::cli::hostile_inputs_test

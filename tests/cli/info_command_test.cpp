@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kiln::cli {
+namespace kiln::cli::info_command_test {
 namespace {
 
 TEST(InfoCommand, CpuFeaturesAgreeWithTheCompiler) {
@@ -31,4 +31,4 @@ TEST(InfoCommand, AmpPathFollowsTheIsa) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::info_command_test

@@ -9,7 +9,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/threads.h"
 
-namespace kiln::cli {
+namespace kiln::cli::launch_command_test {
 namespace {
 
 bool has(const std::vector<std::string>& v, const std::string& s) {
@@ -68,4 +68,4 @@ TEST(Launch, BadRequestsAreErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::launch_command_test

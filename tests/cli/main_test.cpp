@@ -7,6 +7,7 @@
 #include "kiln/core/cpu_isa.h"
 #include "testing/kiln_command.h"
 
+namespace kiln::cli::main_test {
 namespace {
 
 using Result = kiln::testing::CommandResult;
@@ -62,3 +63,4 @@ TEST(KilnExecutable, KernelIsaFollowsTheCpuAndKilnMaxCpuIsa) {
 }
 
 }  // namespace
+}  // namespace kiln::cli::main_test

@@ -14,7 +14,7 @@
 #include "kiln/cli/train_command.h"
 #include "kiln/core/error.h"
 
-namespace kiln::cli {
+namespace kiln::cli::option_checks_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -189,4 +189,4 @@ TEST(OptionChecks, RunTrainRefusesNonsenseSetInCode) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::option_checks_test

@@ -9,7 +9,7 @@
 
 #include "testing/kiln_command.h"
 
-namespace kiln::cli {
+namespace kiln::cli::plan_command_test {
 namespace {
 
 using testing::run_kiln;
@@ -178,4 +178,4 @@ TEST(PlanCommand, BadFlagsAndLimitsNothingFitsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::plan_command_test

@@ -8,7 +8,7 @@
 #include "kiln/cli/record_command.h"
 #include "record/record_test_util.h"
 
-namespace kiln::record {
+namespace kiln::record::record_command_test {
 namespace {
 using testing::ScratchDir;
 
@@ -69,4 +69,4 @@ TEST(RecordCli, VerifyExitCodesThroughTheBinary) {
 }
 
 }  // namespace
-}  // namespace kiln::record
+}  // namespace kiln::record::record_command_test

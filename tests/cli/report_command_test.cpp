@@ -11,7 +11,7 @@
 
 #include "testing/kiln_command.h"
 
-namespace kiln::cli {
+namespace kiln::cli::report_command_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -99,4 +99,4 @@ TEST_F(ReportCommand, AFolderWithoutAProfileIsAClearError) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::report_command_test

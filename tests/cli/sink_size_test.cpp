@@ -10,7 +10,7 @@
 
 #include "kiln/cli/train_command.h"
 
-namespace kiln::cli {
+namespace kiln::cli::sink_size_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,4 +76,4 @@ TEST(SinkSize, SinksTrainTheSameStepsAndCountThemInTheSummary) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::sink_size_test

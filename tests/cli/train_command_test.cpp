@@ -12,7 +12,7 @@
 #include "kiln/core/error.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::cli {
+namespace kiln::cli::train_command_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -380,4 +380,4 @@ TEST(TrainCommand, ResumeContinuesTheSameLossCurve) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::train_command_test

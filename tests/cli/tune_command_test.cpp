@@ -16,7 +16,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::cli {
+namespace kiln::cli::tune_command_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -186,4 +186,4 @@ TEST(TuneCommand, OnlyNamesTheOptionsItTakes) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::tune_command_test

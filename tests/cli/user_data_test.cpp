@@ -15,6 +15,7 @@
 #include "kiln/data/vision.h"
 #include "testing/kiln_command.h"
 
+namespace kiln::cli::user_data_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -272,3 +273,4 @@ TEST(KilnExecutableUsage, BareKilnPrintsUsageAndVersionIsKnown) {
 }
 
 }  // namespace
+}  // namespace kiln::cli::user_data_test

@@ -12,7 +12,7 @@
 #include "kiln/cli/option_checks.h"
 #include "kiln/core/error.h"
 
-namespace kiln::cli {
+namespace kiln::cli::yaml_config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -81,4 +81,4 @@ TEST(YamlConfig, FoldersAndMissingFilesAreFileErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::cli::yaml_config_test

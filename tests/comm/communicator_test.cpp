@@ -7,7 +7,7 @@
 #include "kiln/comm/communicator.h"
 #include "kiln/core/error.h"
 
-namespace kiln::comm {
+namespace kiln::comm::communicator_test {
 namespace {
 
 TEST(Communicator, AloneIsAJobOfOneRank) {
@@ -46,4 +46,4 @@ TEST(Communicator, BadArgumentsAreErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::comm
+}  // namespace kiln::comm::communicator_test

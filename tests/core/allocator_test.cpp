@@ -10,7 +10,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/tensor.h"
 
-namespace kiln {
+namespace kiln::allocator_test {
 namespace {
 
 TEST(Allocator, SizeClassesCoverRequestsWithBoundedSlack) {
@@ -95,4 +95,4 @@ TEST(Allocator, EmptyCacheAndLimit) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::allocator_test

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace kiln::cpu {
+namespace kiln::cpu::cpu_isa_test {
 namespace {
 
 TEST(CpuIsa, KernelVariantIsTheCpusBestUnlessCapped) {
@@ -28,4 +28,4 @@ TEST(CpuIsa, ThisCpuRunsTheBaselineItWasBuiltFor) {
 }
 
 }  // namespace
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::cpu_isa_test

@@ -7,7 +7,7 @@
 
 #include "kiln/core/dtype.h"
 
-namespace kiln {
+namespace kiln::dtype_test {
 namespace {
 
 float from_bits(uint32_t u) {
@@ -104,9 +104,9 @@ TEST(DTypeNames, RoundTripAndUnknownNamed) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::dtype_test
 
-namespace kiln {
+namespace kiln::dtype_test {
 namespace {
 
 // convert() runs vectorized, chunked loops; every lane must round exactly as the scalar
@@ -183,4 +183,4 @@ TEST(F16, PortableConversionsMatchTheDefaultOnes) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::dtype_test

@@ -6,7 +6,7 @@
 #include "kiln/core/kernel_threads.h"
 #include "kiln/core/threads.h"
 
-namespace kiln {
+namespace kiln::kernel_threads_test {
 namespace {
 
 // One thread does 10 GFLOP/s and streams 10 GB/s; the memory system gives 20 GB/s in all; a
@@ -100,4 +100,4 @@ TEST(KernelThreads, MeasuredForkJoinIsPositive) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::kernel_threads_test

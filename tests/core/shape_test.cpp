@@ -3,7 +3,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/shape.h"
 
-namespace kiln {
+namespace kiln::shape_test {
 namespace {
 
 TEST(Shape, BasicsAndStrides) {
@@ -36,4 +36,4 @@ TEST(Shape, BroadcastRules) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::shape_test

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace kiln {
+namespace kiln::temporary_files_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -84,4 +84,4 @@ TEST(TemporaryFiles, AFolderThatCannotBeReadRemovesNothing) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::temporary_files_test

@@ -5,7 +5,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
 
-namespace kiln {
+namespace kiln::tensor_test {
 namespace {
 
 TEST(Tensor, FactoriesShapesAndValues) {
@@ -102,4 +102,4 @@ TEST(Tensor, FromBlobBorrowsMemory) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::tensor_test

@@ -7,7 +7,7 @@
 #include "kiln/data/presets.h"
 #include "kiln/data/source_registry.h"
 
-namespace kiln::data {
+namespace kiln::data::bench_test {
 namespace {
 
 void register_test_images() {
@@ -84,4 +84,4 @@ TEST(Presets, FashionMnistTrainingBatches) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::bench_test

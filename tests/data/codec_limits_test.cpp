@@ -8,7 +8,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::data::vision {
+namespace kiln::data::vision::codec_limits_test {
 namespace {
 
 std::string error_of(const std::vector<uint8_t>& bytes, bool rgb = false) {
@@ -77,4 +77,4 @@ TEST(CodecLimits, TruncatedAndGarbageImagesAreErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::data::vision
+}  // namespace kiln::data::vision::codec_limits_test

@@ -10,7 +10,7 @@
 #include "kiln/data/bench.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::data {
+namespace kiln::data::decode_channels_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -128,4 +128,4 @@ TEST(DecodeChannels, MixedFolderDecodesToRgb) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::decode_channels_test

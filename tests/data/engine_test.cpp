@@ -12,7 +12,7 @@
 #include "kiln/data/transforms.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::data {
+namespace kiln::data::engine_test {
 namespace {
 
 using testing::range_dataset;
@@ -340,4 +340,4 @@ TEST(Engine, DefaultWorkersComeFromTheMachine) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::engine_test

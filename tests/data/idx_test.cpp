@@ -11,7 +11,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::data {
+namespace kiln::data::idx_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -136,4 +136,4 @@ TEST(Idx, AFolderIsNotAFile) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::idx_test

@@ -8,7 +8,7 @@
 
 #include "kiln/data/dataset.h"
 
-namespace kiln::data {
+namespace kiln::data::iterator_wait_test {
 namespace {
 
 // One row, produced only once `release` is set.
@@ -53,4 +53,4 @@ TEST(IteratorWait, AnExceptionFromOnWaitLeavesNextAndTheIteratorStaysUsable) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::iterator_wait_test

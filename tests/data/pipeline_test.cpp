@@ -9,7 +9,7 @@
 #include "kiln/data/transforms.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::data {
+namespace kiln::data::pipeline_test {
 namespace {
 
 using testing::range_dataset;
@@ -304,4 +304,4 @@ TEST(Pipeline, BadArgumentsFailAtConstructionNamingTheArgument) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::pipeline_test

@@ -9,7 +9,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/dataset.h"
 
-namespace kiln::data {
+namespace kiln::data::read_ahead_test {
 namespace {
 
 // Records, per reader, the order of announcements (+block) and reads (-block).
@@ -131,4 +131,4 @@ TEST(PerBatchMap, ColumnsOfUnequalRowCountsAreAnErrorNamingTheBatch) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::read_ahead_test

@@ -10,7 +10,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/dataset.h"
 
-namespace kiln::data {
+namespace kiln::data::read_many_test {
 namespace {
 
 class BlockSource : public Source {
@@ -84,4 +84,4 @@ TEST(ReadMany, AnErrorNamesTheBlockAndTheReadersMessage) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::read_many_test

@@ -14,7 +14,7 @@
 #include "kiln/record/verify.h"
 #include "record/record_test_util.h"
 
-namespace kiln::record {
+namespace kiln::record::record_convert_test {
 namespace {
 using testing::ScratchDir;
 
@@ -131,9 +131,9 @@ TEST(RecordConvert, ImageFolderMatchesImageFolderDataset) {
   // Same rows, same order, same labels as ImageFolderDataset reading the folder itself.
   auto folder = data::ImageFolderDataset(root, {.shuffle = false})
                     .create_tuple_iterator({.columns = {"image", "label"}, .num_epochs = 1});
-  auto records = data::RecordDataset(dir / "rec0", {"image", "label"},
-                                        {.shuffle = data::RecordShuffle::none})
-                     .create_tuple_iterator({.num_epochs = 1});
+  auto records =
+      data::RecordDataset(dir / "rec0", {"image", "label"}, {.shuffle = data::RecordShuffle::none})
+          .create_tuple_iterator({.num_epochs = 1});
   std::vector<Tensor> a, b;
   int rows = 0;
   while (folder.next(a)) {
@@ -154,4 +154,4 @@ TEST(RecordConvert, ProgressLineShowsRateAndEta) {
 }
 
 }  // namespace
-}  // namespace kiln::record
+}  // namespace kiln::record::record_convert_test

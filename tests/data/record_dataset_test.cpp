@@ -10,7 +10,7 @@
 #include "kiln/data/config.h"
 #include "record/record_test_util.h"
 
-namespace kiln::data {
+namespace kiln::data::record_dataset_test {
 namespace {
 using record::ElemType;
 using record::Field;
@@ -174,4 +174,4 @@ TEST(RecordDataset, DamagedRecordsStopThePipelineWithTheFileAndOffset) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::record_dataset_test

@@ -9,7 +9,7 @@
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::data {
+namespace kiln::data::sources_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -201,4 +201,4 @@ TEST(Sources, NumpySlicesAreViewsAlongTheFirstDim) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::sources_test

@@ -7,7 +7,7 @@
 #include "kiln/data/config.h"
 #include "kiln/data/transforms.h"
 
-namespace kiln::data {
+namespace kiln::data::take_test {
 namespace {
 
 constexpr int64_t kEpochRows = 60000;
@@ -123,4 +123,4 @@ TEST(Take, StopsAllBranchesOfZipAndConcat) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::take_test

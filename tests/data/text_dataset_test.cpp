@@ -12,7 +12,7 @@
 #include "data_test_util.h"
 #include "kiln/core/error.h"
 
-namespace kiln::data {
+namespace kiln::data::text_dataset_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -145,4 +145,4 @@ TEST(TextWindowDataset, DefaultCorpusIsDebiansGpl3) {
 }
 
 }  // namespace
-}  // namespace kiln::data
+}  // namespace kiln::data::text_dataset_test

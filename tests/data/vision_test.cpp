@@ -8,7 +8,7 @@
 #include "kiln/data/transforms.h"
 #include "kiln/data/vision.h"
 
-namespace kiln::data::vision {
+namespace kiln::data::vision::vision_test {
 namespace {
 
 Tensor u8(std::vector<uint8_t> v, Shape s) {
@@ -232,4 +232,4 @@ TEST(Vision, DecodePngAndJpeg) {
 }
 
 }  // namespace
-}  // namespace kiln::data::vision
+}  // namespace kiln::data::vision::vision_test

@@ -2,7 +2,7 @@
 
 #include "graph_test_util.h"
 
-namespace kiln::graph {
+namespace kiln::graph::autodiff_test {
 namespace {
 using namespace testing;
 
@@ -119,4 +119,4 @@ TEST(GraphAutodiff, SeedMustMatchTheLoss) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::autodiff_test

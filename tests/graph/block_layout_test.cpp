@@ -5,7 +5,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::block_layout_test {
 namespace {
 using namespace testing;
 
@@ -287,4 +287,4 @@ TEST(BlockLayout, CheckerCatchesALayoutMismatch) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::block_layout_test

@@ -11,7 +11,7 @@
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/pointwise.h"
 
-namespace kiln::graph {
+namespace kiln::graph::blocked_spatial_test {
 namespace {
 using namespace testing;
 
@@ -196,4 +196,4 @@ TEST(BlockedSpatial, RefusesAFullSizeInputNotMarkedBlocked) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::blocked_spatial_test

@@ -3,7 +3,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/dump.h"
 
-namespace kiln::graph {
+namespace kiln::graph::compact_relu_masks_test {
 namespace {
 using namespace testing;
 
@@ -59,4 +59,4 @@ TEST(CompactReluMasks, SmallActivationStaysF32) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::compact_relu_masks_test

@@ -6,7 +6,7 @@
 #include "kiln/core/context.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 
-namespace kiln::graph {
+namespace kiln::graph::conv_algorithm_passes_test {
 namespace {
 using namespace testing;
 
@@ -110,4 +110,4 @@ TEST_F(ConvAlgorithmPasses, UnfusedGraphGivesEagerBitsUnderEachSetting) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::conv_algorithm_passes_test

@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::cse_test {
 namespace {
 using namespace testing;
 
@@ -41,4 +41,4 @@ TEST(CommonSubexpressions, NeverMergesRandomOrStateWrittenInPlace) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::cse_test

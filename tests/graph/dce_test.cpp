@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::dce_test {
 namespace {
 using namespace testing;
 
@@ -38,4 +38,4 @@ TEST(DeadCodeElimination, RemovesWholeDeadChains) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::dce_test

@@ -6,7 +6,7 @@
 
 #include "graph_test_util.h"
 
-namespace kiln::graph {
+namespace kiln::graph::dump_test {
 namespace {
 using namespace testing;
 
@@ -42,4 +42,4 @@ TEST(Dump, UnwritableDirectoryIsAFileError) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::dump_test

@@ -4,7 +4,7 @@
 #include "kiln/core/random.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::executor_test {
 namespace {
 using namespace testing;
 
@@ -143,4 +143,4 @@ TEST(Executor, UpdatesLastSplitsTheStepBeforeTheFirstUpdate) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::executor_test

@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fold_test {
 namespace {
 using namespace testing;
 
@@ -45,4 +45,4 @@ TEST(ConstantFolding, NeverFoldsState) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fold_test

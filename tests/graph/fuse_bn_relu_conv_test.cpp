@@ -3,7 +3,7 @@
 #include "kiln/ops/kernels/conv_winograd.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_bn_relu_conv_test {
 namespace {
 using namespace testing;
 
@@ -125,4 +125,4 @@ TEST(FuseBnReluConv, OtherReadersKeepTheReluOutput) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_bn_relu_conv_test

@@ -4,7 +4,7 @@
 #include "kiln/graph/detail/passes.h"
 #include "kiln/ops/cpu_support.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_bn_relu_test {
 namespace {
 using namespace testing;
 
@@ -220,4 +220,4 @@ TEST(FuseBnRelu, BlockOutputGradientFusesIntoTheBatchNormGradient) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_bn_relu_test

@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_elementwise_test {
 namespace {
 using namespace testing;
 
@@ -45,9 +45,9 @@ TEST(FuseElementwise, ChannelsLastAndLargeTensorsTakeTheSamePath) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_elementwise_test
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_elementwise_test {
 namespace {
 using namespace testing;
 
@@ -76,4 +76,4 @@ TEST(FuseElementwise, BroadcastAndMixedLayoutsJoinTheChain) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_elementwise_test

@@ -2,7 +2,7 @@
 #include "kiln/graph/detail/passes.h"
 #include "testing/dnnl_verbose.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_epilogues_test {
 namespace {
 using namespace testing;
 
@@ -120,9 +120,9 @@ TEST(FuseEpilogues, ProductReadByOthersIsNotFused) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_epilogues_test
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_epilogues_test {
 namespace {
 using namespace testing;
 
@@ -164,4 +164,4 @@ TEST(MaxPoolGradKernel, MatchesTheOpKernelExactly) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_epilogues_test

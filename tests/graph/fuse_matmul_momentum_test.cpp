@@ -1,7 +1,7 @@
 // Fusion (e): a matmul's weight gradient accumulated straight into momentum SGD's velocity.
 #include "graph_test_util.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_matmul_momentum_test {
 namespace {
 using namespace testing;
 
@@ -133,4 +133,4 @@ TEST(FuseMatmulMomentum, NesterovIsLeftAlone) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_matmul_momentum_test

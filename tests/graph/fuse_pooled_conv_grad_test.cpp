@@ -8,7 +8,7 @@
 #include "kiln/ops/dispatch.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_pooled_conv_grad_test {
 namespace {
 using namespace testing;
 
@@ -338,4 +338,4 @@ TEST(FusePooledConvGrad, KernelRefusesUnsupportedOperands) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_pooled_conv_grad_test

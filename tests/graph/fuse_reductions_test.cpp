@@ -3,7 +3,7 @@
 #include "kiln/ops/cpu_support.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fuse_reductions_test {
 namespace {
 using namespace testing;
 
@@ -132,4 +132,4 @@ TEST(FuseReductions, ScatteredAxesStayUnfused) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fuse_reductions_test

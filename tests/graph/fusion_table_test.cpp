@@ -7,7 +7,7 @@
 #include "kiln/core/error.h"
 #include "kiln/graph/fusions.h"
 
-namespace kiln::graph {
+namespace kiln::graph::fusion_table_test {
 namespace {
 using namespace testing;
 
@@ -93,4 +93,4 @@ TEST(FusionTable, AnUnknownFusionNameIsAnErrorListingTheFusions) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::fusion_table_test

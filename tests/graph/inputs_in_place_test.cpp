@@ -3,7 +3,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/memory_plan.h"
 
-namespace kiln::graph {
+namespace kiln::graph::inputs_in_place_test {
 namespace {
 using namespace testing;
 
@@ -149,4 +149,4 @@ TEST(InputsInPlaceRules, StateMemoryPassedAsInputIsStaged) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::inputs_in_place_test

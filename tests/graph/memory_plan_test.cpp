@@ -3,7 +3,7 @@
 #include "graph_test_util.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::graph {
+namespace kiln::graph::memory_plan_test {
 namespace {
 using namespace testing;
 
@@ -238,4 +238,4 @@ TEST(MemoryPlan, BatchNormGradientOnNchwDataRunsInPlaceAndMatchesEager) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::memory_plan_test

@@ -3,7 +3,7 @@
 #include "kiln/ops/comm/collectives.h"
 #include "kiln/parallel/data_parallel.h"
 
-namespace kiln::graph {
+namespace kiln::graph::schedule_collectives_test {
 namespace {
 using namespace testing;
 
@@ -88,4 +88,4 @@ TEST(ScheduleCollectives, CollectivesAreNeverMergedOrFolded) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::schedule_collectives_test

@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::schedule_updates_test {
 namespace {
 using namespace testing;
 
@@ -50,4 +50,4 @@ TEST(ScheduleUpdates, UpdateWaitsForEveryEarlierReaderOfItsParameter) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::schedule_updates_test

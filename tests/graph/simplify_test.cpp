@@ -3,7 +3,7 @@
 #include "kiln/ops/cpu_support.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::graph {
+namespace kiln::graph::simplify_test {
 namespace {
 using namespace testing;
 
@@ -86,4 +86,4 @@ TEST(AlgebraicSimplification, UpdatesReadBf16GradientsWithoutTheCast) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::simplify_test

@@ -1,7 +1,7 @@
 #include "graph_test_util.h"
 #include "kiln/graph/detail/passes.h"
 
-namespace kiln::graph {
+namespace kiln::graph::stream_stores_test {
 namespace {
 using namespace testing;
 
@@ -106,4 +106,4 @@ TEST(StreamStores, LeavesAResidualThatIsAddedBeforeAnyConvolutionReadsIt) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::stream_stores_test

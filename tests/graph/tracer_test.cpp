@@ -2,7 +2,7 @@
 
 #include "graph_test_util.h"
 
-namespace kiln::graph {
+namespace kiln::graph::tracer_test {
 namespace {
 using namespace testing;
 
@@ -98,4 +98,4 @@ TEST(Tracer, OnlyOneTracePerThread) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::tracer_test

@@ -6,7 +6,7 @@
 #include "kiln/graph/memory_plan.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::graph {
+namespace kiln::graph::workspace_test {
 namespace {
 using namespace testing;
 
@@ -126,4 +126,4 @@ TEST_P(WorkspaceOfConvNet, KernelsDoNotReadScratchTheyDidNotWriteThisRun) {
 INSTANTIATE_TEST_SUITE_P(InputChannels, WorkspaceOfConvNet, ::testing::Values(1, 3));
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::graph::workspace_test

@@ -18,7 +18,7 @@
 #include "kiln/ops/dispatch_chain.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::models {
+namespace kiln::models::conv_nets_test {
 namespace {
 
 int64_t trainable(const nn::Cell& net) {
@@ -194,4 +194,4 @@ TEST(ConvNets, BadDepthsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::models
+}  // namespace kiln::models::conv_nets_test

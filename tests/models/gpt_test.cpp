@@ -11,7 +11,7 @@
 #include "kiln/models/zoo.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::models {
+namespace kiln::models::gpt_test {
 namespace {
 
 // A model small enough that the finite differences below take milliseconds.
@@ -165,4 +165,4 @@ TEST(Gpt, ZooBuildsItWithTheVocabularyAsClasses) {
 }
 
 }  // namespace
-}  // namespace kiln::models
+}  // namespace kiln::models::gpt_test

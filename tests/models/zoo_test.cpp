@@ -10,7 +10,7 @@
 #include "kiln/nn/loss.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::models {
+namespace kiln::models::zoo_test {
 namespace {
 
 int64_t count(const std::vector<nn::NamedTensor>& ts) {
@@ -103,4 +103,4 @@ TEST(Zoo, ResNetEvalModeUsesMovingStatistics) {
 }
 
 }  // namespace
-}  // namespace kiln::models
+}  // namespace kiln::models::zoo_test

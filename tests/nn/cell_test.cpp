@@ -9,7 +9,7 @@
 #include "kiln/nn/nn.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::nn {
+namespace kiln::nn::cell_test {
 namespace {
 
 Tensor vec(std::vector<float> v) {
@@ -113,4 +113,4 @@ TEST(CellForms, SequentialCellChildrenKeepTheirForm) {
 }
 
 }  // namespace
-}  // namespace kiln::nn
+}  // namespace kiln::nn::cell_test

@@ -8,7 +8,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/random.h"
 
-namespace kiln::nn {
+namespace kiln::nn::initializer_test {
 namespace {
 
 struct Moments {
@@ -113,4 +113,4 @@ TEST(Initializer, ByNameAndErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::nn
+}  // namespace kiln::nn::initializer_test

@@ -9,7 +9,7 @@
 #include "kiln/nn/nn.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::nn {
+namespace kiln::nn::layers_test {
 namespace {
 
 Tensor vec(std::vector<float> v, Shape s) {
@@ -209,4 +209,4 @@ TEST(SequentialCell, NamesAndTrainMode) {
 }
 
 }  // namespace
-}  // namespace kiln::nn
+}  // namespace kiln::nn::layers_test

@@ -8,7 +8,7 @@
 #include "kiln/core/error.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::nn {
+namespace kiln::nn::loss_test {
 namespace {
 
 // Row 0: logits [1,2,3], label 2: log(e + e² + e³) - 3 = 0.40760596.
@@ -115,4 +115,4 @@ TEST(MSELoss, ReductionsAndGradient) {
 }
 
 }  // namespace
-}  // namespace kiln::nn
+}  // namespace kiln::nn::loss_test

@@ -17,7 +17,7 @@
 #include "kiln/ops/functional.h"
 #include "testing/onnx_tools.h"
 
-namespace kiln::onnx {
+namespace kiln::onnx::export_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -209,4 +209,4 @@ TEST_F(OnnxExport, ReplacingAModelLeavesOnlyTheNewOne) {
 }
 
 }  // namespace
-}  // namespace kiln::onnx
+}  // namespace kiln::onnx::export_test

@@ -17,7 +17,7 @@
 #include "kiln/ops/functional.h"
 #include "testing/onnx_tools.h"
 
-namespace kiln::onnx {
+namespace kiln::onnx::op_mappings_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -314,4 +314,4 @@ TEST_F(OnnxOpMappings, RuntimeComputesWhatKilnComputesAtOtherBatchSizes) {
 }
 
 }  // namespace
-}  // namespace kiln::onnx
+}  // namespace kiln::onnx::op_mappings_test

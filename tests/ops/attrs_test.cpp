@@ -11,7 +11,7 @@
 #include "kiln/ops/functional.h"
 #include "kiln/ops/op.h"
 
-namespace kiln::ops {
+namespace kiln::ops::attrs_test {
 namespace {
 
 // The compile-time check: a member left out of KILN_ATTRS_FIELDS fails the static_assert that
@@ -184,4 +184,4 @@ TEST(Attrs, StaysSmall) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::attrs_test

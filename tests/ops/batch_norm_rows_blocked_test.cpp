@@ -13,7 +13,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
 
-namespace kiln::testing {
+namespace kiln::testing::batch_norm_rows_blocked_test {
 namespace {
 
 using Values = std::vector<float>;  // a logical [N, C, H, W] tensor, row-major
@@ -269,4 +269,4 @@ TEST(BatchNormRowsBlocked, RejectsTensorsItCannotRun) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::batch_norm_rows_blocked_test

@@ -11,7 +11,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
 
-namespace kiln::testing {
+namespace kiln::testing::batch_norm_rows_fused_backward_test {
 namespace {
 
 Tensor uniform_tensor(const Shape& s, uint64_t seed, float lo, float hi, bool channels_last = false,
@@ -132,4 +132,4 @@ TEST(BatchNormRowsAddRelu, MatchesAddReluGradThenBackwardBitForBit) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::batch_norm_rows_fused_backward_test

@@ -13,7 +13,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
 
-namespace kiln::testing {
+namespace kiln::testing::batch_norm_rows_stream_test {
 namespace {
 
 Tensor random_activation(const Shape& s, DType dtype, uint64_t seed) {
@@ -111,4 +111,4 @@ TEST(BatchNormRowsStream, OneThreadAndThreeThreadsToo) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::batch_norm_rows_stream_test

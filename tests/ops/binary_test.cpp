@@ -2,7 +2,7 @@
 
 #include "testing/op_check.h"
 
-namespace kiln::testing {
+namespace kiln::testing::binary_test {
 namespace {
 
 struct BinaryCase {
@@ -92,4 +92,4 @@ TEST(BinaryOp, Bf16InputsComputeInF32AndRound) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::binary_test

@@ -18,7 +18,7 @@
 #include "kiln/core/error.h"
 #include "kiln/ops/kernels/conv_winograd.h"
 
-namespace kiln::testing {
+namespace kiln::testing::conv_algorithm_numerics_test {
 namespace {
 
 // Direct convolution against float64: sums of up to 2,048 float products.
@@ -150,4 +150,4 @@ TEST(ConvAlgorithmContext, UnknownAlgorithmIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::conv_algorithm_numerics_test

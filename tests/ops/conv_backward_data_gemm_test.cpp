@@ -5,7 +5,7 @@
 
 #include "conv_kernel_cases.h"
 
-namespace kiln::testing {
+namespace kiln::testing::conv_backward_data_gemm_test {
 namespace {
 
 using Case = ConvKernelCase;
@@ -133,4 +133,4 @@ TEST(GemmBackwardDataErrors, RejectsRowMajorTensors) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::conv_backward_data_gemm_test

@@ -8,7 +8,7 @@
 #include "kiln/core/kernel_threads.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
-namespace kiln::testing {
+namespace kiln::testing::conv_single_channel_avx2_test {
 namespace {
 
 using Case = ConvKernelCase;
@@ -153,4 +153,4 @@ TEST(SingleChannelConvAvx2Dispatch, CanRunOnlyWhereTheKernelApplies) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::conv_single_channel_avx2_test

@@ -4,7 +4,7 @@
 
 #include "conv_kernel_cases.h"
 
-namespace kiln::testing {
+namespace kiln::testing::conv_single_channel_test {
 namespace {
 
 using Case = ConvKernelCase;
@@ -171,4 +171,4 @@ TEST(SingleChannelConvErrors, RejectsRowMajorGradient) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::conv_single_channel_test

@@ -6,7 +6,7 @@
 
 #include "conv_kernel_cases.h"
 
-namespace kiln::testing {
+namespace kiln::testing::conv_winograd_test {
 namespace {
 
 using Case = ConvKernelCase;
@@ -259,4 +259,4 @@ TEST(WinogradConvErrors, RejectsTensorsOutsideItsRule) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::conv_winograd_test

@@ -12,7 +12,7 @@
 #include "kiln/ops/functional.h"
 #include "testing/dnnl_verbose.h"
 
-namespace kiln::ops::dnnl_util {
+namespace kiln::ops::dnnl_util::dnnl_blocked_copy_test {
 namespace {
 
 using md = dnnl::memory::desc;
@@ -125,4 +125,4 @@ TEST(BlockedCopy, SmallConvWeightsNeedNoReorderPrimitive) {
 }
 
 }  // namespace
-}  // namespace kiln::ops::dnnl_util
+}  // namespace kiln::ops::dnnl_util::dnnl_blocked_copy_test

@@ -2,7 +2,7 @@
 
 #include "testing/op_check.h"
 
-namespace kiln::testing {
+namespace kiln::testing::grad_helpers_test {
 namespace {
 
 double phi(double x) {
@@ -87,4 +87,4 @@ TEST(GradHelpers, ShapeMismatchNamesOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::grad_helpers_test

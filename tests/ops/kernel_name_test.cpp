@@ -9,7 +9,7 @@
 
 #include "kiln/ops/functional.h"
 
-namespace kiln::ops {
+namespace kiln::ops::kernel_name_test {
 namespace {
 
 TEST(KernelName, NotesAreTakenOnceAndJoinedWithoutRepeats) {
@@ -51,4 +51,4 @@ TEST(KernelName, OneDnnMatmulNotesItsImplementation) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::kernel_name_test

@@ -13,7 +13,7 @@
 
 #include "kiln/ops/cpu_support.h"
 
-namespace kiln::ops {
+namespace kiln::ops::machine_peaks_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -103,4 +103,4 @@ TEST(MachinePeaks, RooflineIsTheLowerOfComputeAndBandwidth) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::machine_peaks_test

@@ -4,7 +4,7 @@
 #include "nn_reference.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_causal_mask_test {
 namespace {
 
 // The mask as a naive loop over every [T, S] matrix of the flattened input.
@@ -100,4 +100,4 @@ TEST(NnCausalMask, BadInputsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_causal_mask_test

@@ -5,7 +5,7 @@
 #include "testing/cpu_features.h"
 #include "testing/dnnl_verbose.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_conv_test {
 namespace {
 
 struct ConvCase {
@@ -231,4 +231,4 @@ TEST(NnConvCache, RepeatedCallsWithNewDataStayCorrect) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_conv_test

@@ -1,6 +1,6 @@
 #include "nn_reference.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_cross_entropy_test {
 namespace {
 
 Values ce_ref(const Values& logits, int64_t n, int64_t c, const std::vector<int64_t>& labels,
@@ -85,4 +85,4 @@ TEST(NnCrossEntropy, BadInputsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_cross_entropy_test

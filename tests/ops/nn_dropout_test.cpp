@@ -1,7 +1,7 @@
 #include "kiln/core/random.h"
 #include "nn_reference.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_dropout_test {
 namespace {
 
 TEST(NnDropout, TrainingMasksWithScaledKeepsAtRateP) {
@@ -52,4 +52,4 @@ TEST(NnDropout, BadProbabilityNamesOp) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_dropout_test

@@ -1,6 +1,6 @@
 #include "nn_reference.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_embedding_test {
 namespace {
 
 const std::vector<int64_t> kIndices{3, 0, 3, 1, 4, 3};  // repeats: the gradient must accumulate
@@ -47,4 +47,4 @@ TEST(NnEmbedding, BadInputsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_embedding_test

@@ -2,7 +2,7 @@
 #include "nn_reference.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_matmul_test {
 namespace {
 
 // Reference matmul with NumPy batch broadcasting; shapes as stored (before transposes).
@@ -164,4 +164,4 @@ TEST(NnMatmul, ZeroInnerDimensionGivesZeros) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_matmul_test

@@ -1,7 +1,7 @@
 #include "kiln/ops/kernels/batch_norm_rows.h"
 #include "nn_reference.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_norm_test {
 namespace {
 
 // Batch norm of row-major [N, C, rest...] x with batch statistics (training) or given ones.
@@ -399,4 +399,4 @@ TEST(NnLayerNorm, BadInputsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_norm_test

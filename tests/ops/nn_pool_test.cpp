@@ -3,7 +3,7 @@
 #include "nn_reference.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_pool_test {
 namespace {
 
 struct PoolCase {
@@ -108,9 +108,9 @@ TEST(NnPoolErrors, BadInputsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_pool_test
 
-namespace kiln::testing {
+namespace kiln::testing::nn_pool_test {
 namespace {
 
 TEST(NnPoolBf16, MaxIsExactAndAvgWithinBf16Tolerance) {
@@ -125,9 +125,9 @@ TEST(NnPoolBf16, MaxIsExactAndAvgWithinBf16Tolerance) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_pool_test
 
-namespace kiln::testing {
+namespace kiln::testing::nn_pool_test {
 namespace {
 
 // The gradient a max pool with non-overlapping windows passes back: each window's gradient to
@@ -282,4 +282,4 @@ TEST(NnPoolMaxForward, NanFirstInAWindowIsTheResultLaterIsPassedOver) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_pool_test

@@ -2,7 +2,7 @@
 #include "nn_reference.h"
 #include "testing/cpu_features.h"
 
-namespace kiln::testing {
+namespace kiln::testing::nn_softmax_test {
 namespace {
 
 // (log-)softmax of row-major x along `axis`.
@@ -92,4 +92,4 @@ TEST(NnSoftmax, BadInputsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::nn_softmax_test

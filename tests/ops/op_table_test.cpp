@@ -5,7 +5,7 @@
 
 #include "kiln/ops/op.h"
 
-namespace kiln::ops {
+namespace kiln::ops::op_table_test {
 namespace {
 
 TEST(OpTable, EveryEntryIsComplete) {
@@ -27,4 +27,4 @@ TEST(OpTable, EveryEntryIsComplete) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::op_table_test

@@ -3,7 +3,7 @@
 
 #include "testing/op_check.h"
 
-namespace kiln::testing {
+namespace kiln::testing::reduce_test {
 namespace {
 
 enum class Kind { sum, mean, max };
@@ -310,4 +310,4 @@ TEST(BroadcastTo, ForwardGradientAndErrors) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::reduce_test

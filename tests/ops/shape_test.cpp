@@ -2,7 +2,7 @@
 
 #include "testing/op_check.h"
 
-namespace kiln::testing {
+namespace kiln::testing::shape_test {
 namespace {
 
 Tensor channels_last_copy(const Tensor& t) {
@@ -278,4 +278,4 @@ TEST(OneHot, ForwardDtypesAndBadIndices) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::shape_test

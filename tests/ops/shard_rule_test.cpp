@@ -9,7 +9,7 @@
 #include "kiln/core/error.h"
 #include "kiln/ops/shard_rule.h"
 
-namespace kiln::ops {
+namespace kiln::ops::shard_rule_test {
 namespace {
 
 using Metas = std::vector<TensorMeta>;
@@ -173,4 +173,4 @@ TEST(ShardRules, ScopeSetsTheStrategyForOneKindOnly) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::shard_rule_test

@@ -10,7 +10,7 @@
 #include "kiln/ops/shard_rule.h"
 #include "shard_simulation.h"
 
-namespace kiln::ops {
+namespace kiln::ops::shard_rules_conv_net_test {
 namespace {
 
 using shard_simulation::expect_form_computes_the_op;
@@ -242,4 +242,4 @@ TEST(BatchNormShardRule, EvaluationTakesAnySplit) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::shard_rules_conv_net_test

@@ -10,7 +10,7 @@
 #include "kiln/ops/shard_rule.h"
 #include "shard_simulation.h"
 
-namespace kiln::ops {
+namespace kiln::ops::shard_rules_shape_test {
 namespace {
 
 using shard_simulation::expect_form_computes_the_op;
@@ -106,4 +106,4 @@ TEST(CastShardRule, SplitsAnyWay) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::shard_rules_shape_test

@@ -4,7 +4,7 @@
 
 #include "testing/op_check.h"
 
-namespace kiln::testing {
+namespace kiln::testing::unary_test {
 namespace {
 
 struct UnaryCase {
@@ -216,4 +216,4 @@ TEST(UnaryOp, IntegerNegAndAbsKeepDtype) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::unary_test

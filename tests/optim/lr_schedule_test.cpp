@@ -7,7 +7,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::optim {
+namespace kiln::optim::lr_schedule_test {
 namespace {
 
 TEST(LrSchedule, PiecewiseConstant) {
@@ -54,4 +54,4 @@ TEST(LrSchedule, WarmupComposesWithCosine) {
 }
 
 }  // namespace
-}  // namespace kiln::optim
+}  // namespace kiln::optim::lr_schedule_test

@@ -10,7 +10,7 @@
 #include "kiln/optim/momentum.h"
 #include "kiln/optim/sgd.h"
 
-namespace kiln::optim {
+namespace kiln::optim::optimizers_test {
 namespace {
 
 using Values = std::vector<double>;
@@ -244,4 +244,4 @@ TEST(Optimizer, StateRoundTripsThroughLoadState) {
 }
 
 }  // namespace
-}  // namespace kiln::optim
+}  // namespace kiln::optim::optimizers_test

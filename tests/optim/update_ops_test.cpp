@@ -6,7 +6,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
 
-namespace kiln::ops {
+namespace kiln::ops::update_ops_test {
 namespace {
 
 TEST(UpdateOps, TableEntriesDeclareMutationAndNoGrad) {
@@ -86,4 +86,4 @@ TEST(UpdateOps, ErrorsNameOpAndShapes) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::ops::update_ops_test

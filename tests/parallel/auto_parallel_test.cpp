@@ -11,7 +11,7 @@
 #include "kiln/parallel/auto_problem.h"
 #include "traced_mlp.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::auto_parallel_test {
 namespace {
 
 using traced::Mlp;
@@ -141,4 +141,4 @@ TEST(AutoParallel, EverySearchModeGivesAPlanTheCostModelPrices) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::auto_parallel_test

@@ -8,7 +8,7 @@
 #include "kiln/core/parallel_context.h"
 #include "kiln/parallel/data_parallel.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::buckets_test {
 namespace {
 
 std::vector<Tensor> params_of_sizes(const std::vector<int64_t>& sizes) {
@@ -102,4 +102,4 @@ TEST(Agreement, DescriptionsHashStably) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::buckets_test

@@ -8,7 +8,7 @@
 #include "kiln/core/error.h"
 #include "kiln/parallel/comm_cost.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::comm_cost_test {
 namespace {
 
 std::vector<CollectiveTiming> timings_of(const CommCostModel& m, int64_t ranks, double noise,
@@ -58,4 +58,4 @@ TEST(CommCostModel, FitNeverGoesNegativeAndNeedsTwoSizes) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::comm_cost_test

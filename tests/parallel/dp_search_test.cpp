@@ -13,7 +13,7 @@
 #include "kiln/core/error.h"
 #include "kiln/parallel/dp_search.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::dp_search_test {
 namespace {
 
 // A cost graph over `edges` with random costs; strategies per node from 1 to `most`.
@@ -163,4 +163,4 @@ TEST(DpSearch, BadGraphsAreRefusedByName) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::dp_search_test

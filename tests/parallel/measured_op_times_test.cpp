@@ -13,7 +13,7 @@
 #include "kiln/parallel/auto_problem.h"
 #include "traced_mlp.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::measured_op_times_test {
 namespace {
 
 autograd::OpTimingQuery relu(int64_t n) {
@@ -79,4 +79,4 @@ TEST(MeasuredOpTimes, TheCostGraphPricesEachOpAtItsMeasuredTime) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::measured_op_times_test

@@ -11,7 +11,7 @@
 #include "kiln/parallel/placement_key.h"
 #include "kiln/parallel/redistribution.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::placement_key_test {
 namespace {
 
 // A random layout of `shape` over `ranks`: the ranks as a random grid, each dimension split
@@ -97,4 +97,4 @@ TEST(PlacementKey, RedistributionSecondsAreWhatThePlanTakes) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::placement_key_test

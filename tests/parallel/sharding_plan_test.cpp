@@ -13,7 +13,7 @@
 #include "kiln/ops/functional.h"
 #include "kiln/parallel/sharding_plan.h"
 
-namespace kiln::parallel {
+namespace kiln::parallel::sharding_plan_test {
 namespace {
 
 using ops::Strategy;
@@ -228,4 +228,4 @@ TEST(Redistribution, MovesASplitBetweenDimensionsWithOneAllToAll) {
 }
 
 }  // namespace
-}  // namespace kiln::parallel
+}  // namespace kiln::parallel::sharding_plan_test

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::profile {
+namespace kiln::profile::files_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -42,4 +42,4 @@ TEST(ProfileFiles, AKilledWritersTemporaryIsRemovedWhenTheFileIsWrittenAgain) {
 }
 
 }  // namespace
-}  // namespace kiln::profile
+}  // namespace kiln::profile::files_test

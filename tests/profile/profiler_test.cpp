@@ -24,7 +24,7 @@
 #include "kiln/train/compiled_step.h"
 #include "profile/profile_testing.h"
 
-namespace kiln::profile {
+namespace kiln::profile::profiler_test {
 namespace {
 
 using testing::lenet_dataset;
@@ -550,4 +550,4 @@ TEST(Recommendations, EagerRunsAreToldOfGraphMode) {
 }
 
 }  // namespace
-}  // namespace kiln::profile
+}  // namespace kiln::profile::profiler_test

@@ -16,7 +16,7 @@
 #include "kiln/profile/report.h"
 #include "profile/profile_testing.h"
 
-namespace kiln::profile {
+namespace kiln::profile::report_test {
 namespace {
 
 using nlohmann::json;
@@ -202,4 +202,4 @@ TEST(ProfileReport, ProfiledLenetRunOpensInChromium) {
 }
 
 }  // namespace
-}  // namespace kiln::profile
+}  // namespace kiln::profile::report_test

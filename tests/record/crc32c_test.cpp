@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::record {
+namespace kiln::record::crc32c_test {
 namespace {
 
 TEST(Crc32c, KnownVectors) {
@@ -40,4 +40,4 @@ TEST(Crc32c, ContinuesAcrossPieces) {
 }
 
 }  // namespace
-}  // namespace kiln::record
+}  // namespace kiln::record::crc32c_test

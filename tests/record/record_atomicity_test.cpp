@@ -11,7 +11,7 @@
 #include "kiln/record/verify.h"
 #include "record_test_util.h"
 
-namespace kiln::record {
+namespace kiln::record::record_atomicity_test {
 namespace {
 using testing::file_exists;
 using testing::ScratchDir;
@@ -144,4 +144,4 @@ TEST(RecordAtomicity, MissingSiblingsAreNamed) {
 }
 
 }  // namespace
-}  // namespace kiln::record
+}  // namespace kiln::record::record_atomicity_test

@@ -11,7 +11,7 @@
 #include "kiln/record/verify.h"
 #include "record_test_util.h"
 
-namespace kiln::record {
+namespace kiln::record::record_corruption_test {
 namespace {
 using testing::ScratchDir;
 
@@ -268,4 +268,4 @@ TEST(RecordCorruption, NotARecordFile) {
 }
 
 }  // namespace
-}  // namespace kiln::record
+}  // namespace kiln::record::record_corruption_test

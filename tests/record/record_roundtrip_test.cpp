@@ -12,7 +12,7 @@
 #include "kiln/record/verify.h"
 #include "record_test_util.h"
 
-namespace kiln::record {
+namespace kiln::record::record_roundtrip_test {
 namespace {
 using testing::ScratchDir;
 
@@ -324,4 +324,4 @@ TEST(RecordRoundTrip, SchemaErrorsAreClear) {
 }
 
 }  // namespace
-}  // namespace kiln::record
+}  // namespace kiln::record::record_roundtrip_test

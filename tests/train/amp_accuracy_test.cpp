@@ -17,7 +17,7 @@
 #include "testing/cpu_features.h"
 #include "testing/mode_scope.h"
 
-namespace kiln::train {
+namespace kiln::train::amp_accuracy_test {
 namespace {
 
 struct RunResult {
@@ -89,4 +89,4 @@ TEST(AmpAccuracy, Bf16O2ResNet20WithinOnePointOfO0) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::amp_accuracy_test

@@ -25,7 +25,7 @@
 #include "kiln/train/safetensors.h"
 #include "train/train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::checkpoint_integrity_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -295,4 +295,4 @@ TEST(CheckpointIntegrity, KeepLastNCountsTheWholeFolder) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::checkpoint_integrity_test

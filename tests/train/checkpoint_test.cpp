@@ -14,7 +14,7 @@
 #include "kiln/train/model.h"
 #include "train/train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::checkpoint_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -100,4 +100,4 @@ TEST(Checkpoint, WrongShapesAndNamesAreNamed) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::checkpoint_test

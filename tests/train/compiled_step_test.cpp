@@ -20,7 +20,7 @@
 #include "testing/cpu_features.h"
 #include "train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::compiled_step_test {
 namespace {
 
 using testing::batch_images;
@@ -285,9 +285,9 @@ TEST(CompiledTrainStep, CompilesResNet20FastWithPlanSmallerThanSeparateBuffers) 
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::compiled_step_test
 
-namespace kiln::train {
+namespace kiln::train::compiled_step_test {
 namespace {
 
 // Mixed precision in graph mode: the forward pass is traced under autocast, so the casts are
@@ -380,4 +380,4 @@ TEST(CompiledTrainStep, AmpRaceAgainstFp32LeavesTheStateAlone) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::compiled_step_test

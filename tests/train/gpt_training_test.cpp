@@ -15,7 +15,7 @@
 #include "testing/mode_scope.h"
 #include "train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::gpt_training_test {
 namespace {
 
 using testing::LossRecorder;
@@ -101,4 +101,4 @@ TEST_F(GptTraining, LossFallsWithinThirtySteps) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::gpt_training_test

@@ -18,7 +18,7 @@
 #include "testing/mode_scope.h"
 #include "train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::graph_loss_scale_test {
 namespace {
 
 using testing::batch_images;
@@ -193,4 +193,4 @@ TEST(GraphLossScale, ChangingScaleDoesNotRecompile) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::graph_loss_scale_test

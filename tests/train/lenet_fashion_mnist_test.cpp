@@ -12,7 +12,7 @@
 #include "kiln/optim/momentum.h"
 #include "kiln/train/model.h"
 
-namespace kiln::train {
+namespace kiln::train::lenet_fashion_mnist_test {
 namespace {
 
 TEST(LeNetFashionMnist, TwoEpochsReach84Percent) {
@@ -21,12 +21,12 @@ TEST(LeNetFashionMnist, TwoEpochsReach84Percent) {
   auto train_ds = data::fashion_mnist_pipeline(
       {.usage = "train", .batch_size = 64, .augment = false, .mean = 0, .std = 1});
   auto test_ds = data::fashion_mnist_pipeline({.usage = "test",
-                                                  .batch_size = 256,
-                                                  .drop_remainder = false,
-                                                  .shuffle = false,
-                                                  .augment = false,
-                                                  .mean = 0,
-                                                  .std = 1});
+                                               .batch_size = 256,
+                                               .drop_remainder = false,
+                                               .shuffle = false,
+                                               .augment = false,
+                                               .mean = 0,
+                                               .std = 1});
   auto net = std::make_shared<models::LeNet5>();
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.01),
                                                optim::MomentumOptions{.momentum = 0.9});
@@ -42,4 +42,4 @@ TEST(LeNetFashionMnist, TwoEpochsReach84Percent) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::lenet_fashion_mnist_test

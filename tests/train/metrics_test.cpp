@@ -8,7 +8,7 @@
 
 #include "kiln/core/error.h"
 
-namespace kiln::train {
+namespace kiln::train::metrics_test {
 namespace {
 
 TEST(Metrics, AccuracyCountsEveryPositionOfSequenceLogits) {
@@ -38,4 +38,4 @@ TEST(Metrics, PerplexityWeighsBatchesByTheirLabels) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::metrics_test

@@ -22,7 +22,7 @@
 
 #include "train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::micro_batches_test {
 namespace {
 
 using testing::batch_images;
@@ -265,4 +265,4 @@ TEST(MicroBatches, LossWithoutBatchReductionIsRefused) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::micro_batches_test

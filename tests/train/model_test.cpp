@@ -24,7 +24,7 @@
 #include "testing/mode_scope.h"
 #include "train/train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::model_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -403,9 +403,9 @@ TEST(Model, BadArgumentsAreNamed) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::model_test
 
-namespace kiln::train {
+namespace kiln::train::model_test {
 namespace {
 
 // Holds a layer without registering it: nothing to train, which must be said, not run.
@@ -435,4 +435,4 @@ TEST(Model, ANetworkWithNothingToTrainIsALoudError) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::model_test

@@ -18,7 +18,7 @@
 
 #include "train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::reproducible_step_test {
 namespace {
 
 using testing::batch_images;
@@ -117,4 +117,4 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ReproducibleStep,
                          });
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::reproducible_step_test

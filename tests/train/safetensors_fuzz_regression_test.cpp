@@ -8,7 +8,7 @@
 #include "kiln/core/error.h"
 #include "kiln/train/safetensors.h"
 
-namespace kiln::train {
+namespace kiln::train::safetensors_fuzz_regression_test {
 namespace {
 
 std::string with_header(const std::string& json, const std::string& data = "") {
@@ -36,4 +36,4 @@ TEST(SafetensorsFuzzRegression, NumberOutOfRangeInTheHeader) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::safetensors_fuzz_regression_test

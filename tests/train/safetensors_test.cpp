@@ -14,7 +14,7 @@
 #include "kiln/core/error.h"
 #include "kiln/train/checkpoint.h"
 
-namespace kiln::train {
+namespace kiln::train::safetensors_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -175,4 +175,4 @@ TEST(Safetensors, KillDuringSaveLeavesPreviousCheckpointIntact) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::safetensors_test

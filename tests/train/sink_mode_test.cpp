@@ -19,7 +19,7 @@
 #include "kiln/train/model.h"
 #include "train/train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::sink_mode_test {
 namespace {
 
 constexpr int64_t kRows = 64, kFeatures = 12, kBatch = 8;  // 8 steps per epoch
@@ -226,4 +226,4 @@ TEST(SinkMode, CompiledStepReadsThePipelinesBatchesWithoutACopy) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::sink_mode_test

@@ -33,7 +33,7 @@
 
 #include "train_testing.h"
 
-namespace kiln::train {
+namespace kiln::train::thread_strategy_test {
 namespace {
 
 using testing::batch_images;
@@ -322,4 +322,4 @@ TEST(PerLaunchThreads, SameResultsAsAFixedTeam) {
 }
 
 }  // namespace
-}  // namespace kiln::train
+}  // namespace kiln::train::thread_strategy_test
