@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/train_args.h"
 #include "kiln/cli/train_command.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
@@ -19,28 +20,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TrainConfig parse(std::vector<std::string> args) {
-  CLI::App app;
-  TrainConfig seen;
-  add_train_command(app, [&](const TrainConfig& c) { seen = c; });
-  args.insert(args.begin(), "train");
-  std::reverse(args.begin(), args.end());  // CLI11 takes the vector in reverse order
-  app.parse(args);
-  return seen;
-}
+using kiln::testing::parse_train_args;
 
 TEST(ConvAlgorithmFlag, ParsesFromTheCommandLineAndYaml) {
-  EXPECT_EQ(parse({}).conv_algorithm, "auto");
-  EXPECT_EQ(parse({"--conv-algorithm", "direct"}).conv_algorithm, "direct");
-  EXPECT_EQ(parse({"--conv-algorithm", "winograd"}).conv_algorithm, "winograd");
+  EXPECT_EQ(parse_train_args({}).conv_algorithm, "auto");
+  EXPECT_EQ(parse_train_args({"--conv-algorithm", "direct"}).conv_algorithm, "direct");
+  EXPECT_EQ(parse_train_args({"--conv-algorithm", "winograd"}).conv_algorithm, "winograd");
   fs::path yaml = fs::temp_directory_path() / ("kiln_conv_alg_" + std::to_string(::getpid()));
   std::ofstream(yaml) << "conv-algorithm: direct\n";
-  EXPECT_EQ(parse({"--config", yaml.string()}).conv_algorithm, "direct");
-  EXPECT_EQ(parse({"--config", yaml.string(), "--conv-algorithm", "winograd"}).conv_algorithm,
-            "winograd");  // the command line wins
+  EXPECT_EQ(parse_train_args({"--config", yaml.string()}).conv_algorithm, "direct");
+  EXPECT_EQ(
+      parse_train_args({"--config", yaml.string(), "--conv-algorithm", "winograd"}).conv_algorithm,
+      "winograd");  // the command line wins
   fs::remove(yaml);
   try {
-    parse({"--conv-algorithm", "fft"});
+    parse_train_args({"--conv-algorithm", "fft"});
     FAIL() << "fft was accepted";
   } catch (const CLI::ParseError& e) {
     const std::string m = e.what();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/train_args.h"
 #include "kiln/cli/train_command.h"
 
 namespace kiln::cli::sink_size_test {
@@ -15,27 +16,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TrainConfig parse(std::vector<std::string> args) {
-  CLI::App app;
-  TrainConfig seen;
-  add_train_command(app, [&](const TrainConfig& c) { seen = c; });
-  args.insert(args.begin(), "train");
-  std::reverse(args.begin(), args.end());  // CLI11 takes the vector in reverse order
-  app.parse(args);
-  return seen;
-}
+using kiln::testing::parse_train_args;
 
 TEST(SinkSize, FromTheFlagOrYamlAndOffByDefault) {
-  EXPECT_EQ(parse({}).sink_size, 0);
-  EXPECT_EQ(parse({"--sink-size", "100"}).sink_size, 100);
-  EXPECT_EQ(parse({"--sink-size", "-1"}).sink_size, -1);
+  EXPECT_EQ(parse_train_args({}).sink_size, 0);
+  EXPECT_EQ(parse_train_args({"--sink-size", "100"}).sink_size, 100);
+  EXPECT_EQ(parse_train_args({"--sink-size", "-1"}).sink_size, -1);
   fs::path yaml = fs::temp_directory_path() / ("kiln_sink_" + std::to_string(::getpid()) + ".yaml");
   std::ofstream(yaml) << "sink-size: 25\n";
-  EXPECT_EQ(parse({"--config", yaml.string()}).sink_size, 25);
-  EXPECT_EQ(parse({"--config", yaml.string(), "--sink-size", "5"}).sink_size, 5);
+  EXPECT_EQ(parse_train_args({"--config", yaml.string()}).sink_size, 25);
+  EXPECT_EQ(parse_train_args({"--config", yaml.string(), "--sink-size", "5"}).sink_size, 5);
   fs::remove(yaml);
   try {
-    parse({"--sink-size", "-2"});
+    parse_train_args({"--sink-size", "-2"});
     FAIL() << "--sink-size -2 was taken";
   } catch (const CLI::ParseError& e) {
     EXPECT_NE(std::string(e.what()).find("--sink-size"), std::string::npos) << e.what();

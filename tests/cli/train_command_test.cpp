@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/train_args.h"
 #include "kiln/core/error.h"
 #include "testing/cpu_features.h"
 
@@ -17,21 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Parses a `kiln train …` command line; returns the configuration the command would run.
-TrainConfig parse(std::vector<std::string> args) {
-  CLI::App app;
-  TrainConfig seen;
-  bool ran = false;
-  add_train_command(app, [&](const TrainConfig& c) {
-    seen = c;
-    ran = true;
-  });
-  args.insert(args.begin(), "train");
-  std::reverse(args.begin(), args.end());  // CLI11 takes the vector in reverse order
-  app.parse(args);
-  if (!ran) throw std::runtime_error("train did not run");
-  return seen;
-}
+using kiln::testing::parse_train_args;
 
 std::string write_yaml(const std::string& name, const std::string& text) {
   fs::path p = fs::temp_directory_path() / ("kiln_cli_" + std::to_string(::getpid()) + name);
@@ -40,7 +27,7 @@ std::string write_yaml(const std::string& name, const std::string& text) {
 }
 
 TEST(TrainCommand, DefaultsAreTheDefaultJob) {
-  TrainConfig c = parse({});
+  TrainConfig c = parse_train_args({});
   EXPECT_EQ(c.model, "lenet");
   EXPECT_EQ(c.epochs, 5);
   EXPECT_EQ(c.batch_size, 64);
@@ -56,46 +43,46 @@ TEST(TrainCommand, DefaultsAreTheDefaultJob) {
 }
 
 TEST(TrainCommand, FlagsParse) {
-  TrainConfig c = parse({"--model",
-                         "resnet20",
-                         "--epochs",
-                         "2",
-                         "--steps",
-                         "50",
-                         "--batch-size",
-                         "128",
-                         "--mode",
-                         "graph",
-                         "--graph-kernel",
-                         "on",
-                         "--lr",
-                         "0.2",
-                         "--optimizer",
-                         "adamw",
-                         "--threads",
-                         "2",
-                         "--seed",
-                         "9",
-                         "--data-dir",
-                         "/d",
-                         "--ckpt-dir",
-                         "/c",
-                         "--resume",
-                         "/c/x.safetensors",
-                         "--amp-level",
-                         "O2",
-                         "--amp-dtype",
-                         "fp16",
-                         "--loss-scale",
-                         "fixed:1024",
-                         "--keep-batchnorm-fp32",
-                         "off",
-                         "--amp-strict",
-                         "--dump-graph",
-                         "/g",
-                         "--micro-batches",
-                         "2",
-                         "--json"});
+  TrainConfig c = parse_train_args({"--model",
+                                    "resnet20",
+                                    "--epochs",
+                                    "2",
+                                    "--steps",
+                                    "50",
+                                    "--batch-size",
+                                    "128",
+                                    "--mode",
+                                    "graph",
+                                    "--graph-kernel",
+                                    "on",
+                                    "--lr",
+                                    "0.2",
+                                    "--optimizer",
+                                    "adamw",
+                                    "--threads",
+                                    "2",
+                                    "--seed",
+                                    "9",
+                                    "--data-dir",
+                                    "/d",
+                                    "--ckpt-dir",
+                                    "/c",
+                                    "--resume",
+                                    "/c/x.safetensors",
+                                    "--amp-level",
+                                    "O2",
+                                    "--amp-dtype",
+                                    "fp16",
+                                    "--loss-scale",
+                                    "fixed:1024",
+                                    "--keep-batchnorm-fp32",
+                                    "off",
+                                    "--amp-strict",
+                                    "--dump-graph",
+                                    "/g",
+                                    "--micro-batches",
+                                    "2",
+                                    "--json"});
   EXPECT_EQ(c.model, "resnet20");
   EXPECT_EQ(c.epochs, 2);
   EXPECT_EQ(c.steps, 50);
@@ -121,10 +108,10 @@ TEST(TrainCommand, FlagsParse) {
 
 // amp-strict is a flag on the command line and a boolean key in the YAML file.
 TEST(TrainCommand, AmpStrictFromFlagOrYaml) {
-  EXPECT_FALSE(parse({"--amp-level", "O2"}).amp_strict);
-  EXPECT_TRUE(parse({"--amp-level", "O2", "--amp-strict"}).amp_strict);
+  EXPECT_FALSE(parse_train_args({"--amp-level", "O2"}).amp_strict);
+  EXPECT_TRUE(parse_train_args({"--amp-level", "O2", "--amp-strict"}).amp_strict);
   const std::string yaml = write_yaml("amp_strict.yaml", "amp-level: O2\namp-strict: true\n");
-  const TrainConfig c = parse({"--config", yaml});
+  const TrainConfig c = parse_train_args({"--config", yaml});
   EXPECT_EQ(c.amp_level, "O2");
   EXPECT_TRUE(c.amp_strict);
   fs::remove(yaml);
@@ -132,21 +119,21 @@ TEST(TrainCommand, AmpStrictFromFlagOrYaml) {
 
 TEST(TrainCommand, UnknownFlagsAndBadValuesAreErrors) {
   try {
-    parse({"--epochz", "3"});
+    parse_train_args({"--epochz", "3"});
     FAIL();
   } catch (const CLI::ParseError& e) {
     EXPECT_NE(std::string(e.what()).find("--epochz"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse({"--model", "vgg"}), CLI::ParseError);
+  EXPECT_THROW(parse_train_args({"--model", "vgg"}), CLI::ParseError);
   // Every zoo model is a --model value (the list is the zoo's own).
   for (const char* model : {"resnet56", "resnet18", "resnet50", "mobilenetv2"}) {
-    EXPECT_EQ(parse({"--model", model}).model, model);
+    EXPECT_EQ(parse_train_args({"--model", model}).model, model);
   }
-  EXPECT_THROW(parse({"--mode", "fast"}), CLI::ParseError);
-  EXPECT_THROW(parse({"--epochs", "many"}), CLI::ParseError);
-  EXPECT_THROW(parse({"--amp-dtype", "fp8"}), CLI::ParseError);
+  EXPECT_THROW(parse_train_args({"--mode", "fast"}), CLI::ParseError);
+  EXPECT_THROW(parse_train_args({"--epochs", "many"}), CLI::ParseError);
+  EXPECT_THROW(parse_train_args({"--amp-dtype", "fp8"}), CLI::ParseError);
   try {
-    parse({"--loss-scale", "fixed:lots"});
+    parse_train_args({"--loss-scale", "fixed:lots"});
     FAIL();
   } catch (const CLI::ParseError& e) {
     EXPECT_NE(std::string(e.what()).find("fixed:lots"), std::string::npos) << e.what();
@@ -157,7 +144,7 @@ TEST(TrainCommand, YamlConfigUsesLongFlagNamesAndTheCommandLineWins) {
   std::string path = write_yaml("ok.yaml",
                                 "model: mlp\nepochs: 3\nbatch-size: 512\nlr: 0.05\njson: true\n"
                                 "graph-kernel: on\noptimizer: adam\n");
-  TrainConfig c = parse({"--config", path, "--epochs", "7"});
+  TrainConfig c = parse_train_args({"--config", path, "--epochs", "7"});
   EXPECT_EQ(c.model, "mlp");
   EXPECT_EQ(c.epochs, 7);  // command line wins
   EXPECT_EQ(c.batch_size, 512);
@@ -169,24 +156,24 @@ TEST(TrainCommand, YamlConfigUsesLongFlagNamesAndTheCommandLineWins) {
 }
 
 TEST(TrainCommand, PipelineWorkersAndPrefetchFromFlagsOrYaml) {
-  EXPECT_EQ(parse({}).workers, 0);
-  EXPECT_EQ(parse({}).prefetch, 0);
-  TrainConfig c = parse({"--workers", "3", "--prefetch", "64"});
+  EXPECT_EQ(parse_train_args({}).workers, 0);
+  EXPECT_EQ(parse_train_args({}).prefetch, 0);
+  TrainConfig c = parse_train_args({"--workers", "3", "--prefetch", "64"});
   EXPECT_EQ(c.workers, 3);
   EXPECT_EQ(c.prefetch, 64);
   std::string path = write_yaml("pipeline.yaml", "workers: 2\nprefetch: 8\n");
-  c = parse({"--config", path});
+  c = parse_train_args({"--config", path});
   EXPECT_EQ(c.workers, 2);
   EXPECT_EQ(c.prefetch, 8);
   fs::remove(path);
-  EXPECT_THROW(parse({"--workers", "-1"}), CLI::ParseError);
-  EXPECT_THROW(parse({"--prefetch", "x"}), CLI::ParseError);
+  EXPECT_THROW(parse_train_args({"--workers", "-1"}), CLI::ParseError);
+  EXPECT_THROW(parse_train_args({"--prefetch", "x"}), CLI::ParseError);
 }
 
 TEST(TrainCommand, YamlErrorsNameTheKey) {
   std::string unknown = write_yaml("unknown.yaml", "epochs: 2\nbatch_size: 64\n");
   try {
-    parse({"--config", unknown});
+    parse_train_args({"--config", unknown});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown key 'batch_size'"), std::string::npos)
@@ -194,14 +181,14 @@ TEST(TrainCommand, YamlErrorsNameTheKey) {
   }
   std::string bad_value = write_yaml("bad.yaml", "model: vgg\n");
   try {
-    parse({"--config", bad_value});
+    parse_train_args({"--config", bad_value});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'model'"), std::string::npos) << e.what();
   }
   std::string broken = write_yaml("broken.yaml", "epochs: [1,\n");
-  EXPECT_THROW(parse({"--config", broken}), FileError);
-  EXPECT_THROW(parse({"--config", "/nonexistent/kiln.yaml"}), FileError);
+  EXPECT_THROW(parse_train_args({"--config", broken}), FileError);
+  EXPECT_THROW(parse_train_args({"--config", "/nonexistent/kiln.yaml"}), FileError);
   for (auto& p : {unknown, bad_value, broken}) fs::remove(p);
 }
 
