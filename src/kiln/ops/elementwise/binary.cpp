@@ -113,20 +113,23 @@ const OpDef op_def_div = {
     .shard = &kElementwiseShardRule,
 };
 
-// Ties send the gradient to the first input, as PyTorch's max/min of two tensors do to neither;
-// we pick one so the subgradient sums correctly.
+// maximum and minimum: the gradient goes to the input the output came from. Ties send it to the
+// first input, as PyTorch's max/min of two tensors do to neither; we pick one so the subgradient
+// sums correctly.
+std::vector<Tensor> winner_gradient(const GradCtx& c) {
+  const Tensor& g = c.grad_outputs[0];
+  Tensor zero = mul_scalar(g, 0.0);
+  Tensor a_wins = add_scalar(compare_equal(c.outputs[0], c.inputs[0]), -0.5);
+  return {unbroadcast(where_positive(a_wins, g, zero), c.input_metas[0]),
+          unbroadcast(where_positive(a_wins, zero, g), c.input_metas[1])};
+}
+
 const OpDef op_def_maximum = {
     .name = kMaximum,
     .num_inputs = 2,
     .infer = infer<kMaximum>,
     .kernel = kernel<OpKind::maximum>,
-    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      const Tensor& g = c.grad_outputs[0];
-      Tensor zero = mul_scalar(g, 0.0);
-      Tensor a_wins = add_scalar(compare_equal(c.outputs[0], c.inputs[0]), -0.5);
-      return {unbroadcast(where_positive(a_wins, g, zero), c.input_metas[0]),
-              unbroadcast(where_positive(a_wins, zero, g), c.input_metas[1])};
-    },
+    .grad = winner_gradient,
     .saved_inputs = 0b01,
     .saves_outputs = true,
     .cost = cost<1>,
@@ -139,13 +142,7 @@ const OpDef op_def_minimum = {
     .num_inputs = 2,
     .infer = infer<kMinimum>,
     .kernel = kernel<OpKind::minimum>,
-    .grad = [](const GradCtx& c) -> std::vector<Tensor> {
-      const Tensor& g = c.grad_outputs[0];
-      Tensor zero = mul_scalar(g, 0.0);
-      Tensor a_wins = add_scalar(compare_equal(c.outputs[0], c.inputs[0]), -0.5);
-      return {unbroadcast(where_positive(a_wins, g, zero), c.input_metas[0]),
-              unbroadcast(where_positive(a_wins, zero, g), c.input_metas[1])};
-    },
+    .grad = winner_gradient,
     .saved_inputs = 0b01,
     .saves_outputs = true,
     .cost = cost<1>,
