@@ -6,7 +6,6 @@
 #include <array>
 #include <ostream>
 
-#include "kiln/core/threads.h"
 #include "nn_reference.h"
 #include "testing/cpu_features.h"
 
@@ -39,21 +38,6 @@ inline ConvRef single(int64_t n, int64_t h, int64_t w, int64_t o, int64_t kh, in
                       int64_t ph, int64_t pw) {
   return {.n = n, .c = 1, .h = h, .w = w, .o = o, .kh = kh, .kw = kw, .pad = {ph, pw}};
 }
-
-// Within its scope the process's thread budget is one thread. An op picks its team from its cost
-// (core/kernel_threads.h), a direct kernel call runs on the caller's, and the bits depend on the
-// team (how the work splits, which blocks a GEMM gets): a test that wants the op's bits equal to
-// a direct call's holds both to one thread.
-class OneThreadBudget {
- public:
-  OneThreadBudget() : previous_(num_threads()) { set_num_threads(1); }
-  ~OneThreadBudget() { set_num_threads(previous_); }
-  OneThreadBudget(const OneThreadBudget&) = delete;
-  OneThreadBudget& operator=(const OneThreadBudget&) = delete;
-
- private:
-  int previous_;
-};
 
 inline Tensor channels_last_empty(const Shape& s) {
   return Tensor::empty_strided(s, channels_last_strides(s), DType::f32);

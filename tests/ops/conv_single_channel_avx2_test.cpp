@@ -6,6 +6,7 @@
 
 #include "conv_kernel_cases.h"
 #include "kiln/core/kernel_threads.h"
+#include "kiln/core/threads.h"
 #include "kiln/ops/kernels/conv_single_channel.h"
 
 namespace kiln::testing::conv_single_channel_avx2_test {
@@ -83,7 +84,9 @@ TEST_P(SingleChannelConvAvx2, BackwardWeightsAndBiasMatchReference) {
 TEST_P(SingleChannelConvAvx2, TheOpUsesTheKernel) {
   if (!kernel_built()) GTEST_SKIP() << "a build without AVX2";
   const Case& c = GetParam();
-  const OneThreadBudget one_thread;  // the op's bits equal the direct call's
+  // The op picks its team from its cost, a direct call runs on the caller's, and the bits
+  // depend on the team: one thread for both, so the op's bits equal the direct call's.
+  const ScopedThreadBudget one_thread(1);
   Tensor x = random_tensor(c.g.x_shape(), 4), w = random_tensor(c.g.w_shape(), 5);
   Tensor b = random_tensor({c.g.o}, 6);
   Tensor y = ops::conv2d(x, w, b, c.g.options());

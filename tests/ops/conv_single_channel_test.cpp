@@ -3,6 +3,7 @@
 #include "kiln/ops/kernels/conv_single_channel.h"
 
 #include "conv_kernel_cases.h"
+#include "kiln/core/threads.h"
 
 namespace kiln::testing::conv_single_channel_test {
 namespace {
@@ -104,7 +105,9 @@ TEST_P(SingleChannelConv, BackwardWeightsAndBiasMatchReference) {
 TEST_P(SingleChannelConv, OpsUseTheKernels) {
   if (!avx512_kernels_run()) GTEST_SKIP() << kNoAvx512Kernels;
   const Case& c = GetParam();
-  const OneThreadBudget one_thread;  // the op's bits equal the direct call's
+  // The op picks its team from its cost, a direct call runs on the caller's, and the bits
+  // depend on the team: one thread for both, so the op's bits equal the direct call's.
+  const ScopedThreadBudget one_thread(1);
   Tensor x = random_tensor(c.g.x_shape(), 6), w = random_tensor(c.g.w_shape(), 7);
   Tensor b = random_tensor({c.g.o}, 8);
   Tensor y = ops::conv2d(x, w, b, c.g.options());

@@ -39,16 +39,6 @@ namespace {
 using testing::batch_images;
 using testing::batch_labels;
 
-// The process's thread budget for one test, put back after it.
-class Budget {
- public:
-  explicit Budget(int threads) : before_(num_threads()) { set_num_threads(threads); }
-  ~Budget() { set_num_threads(before_); }
-
- private:
-  int before_;
-};
-
 std::shared_ptr<nn::Cell> make_net(const std::string& model) {
   set_seed(7);
   if (model != "conv_bn") return models::create(model);
@@ -142,7 +132,7 @@ void expect_same_training(const TrainingRun& reference, const TrainingRun& other
 }
 
 TEST(BatchSplit, LeNetStepEqualsTheWholeBatchStep) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   const TrainingRun whole = train("lenet", 64, ThreadStrategy::per_kernel);
   const TrainingRun split = train("lenet", 64, ThreadStrategy::batch_split);
   EXPECT_EQ(whole.strategy, ThreadStrategy::per_kernel);
@@ -151,7 +141,7 @@ TEST(BatchSplit, LeNetStepEqualsTheWholeBatchStep) {
 }
 
 TEST(BatchSplit, MlpStepEqualsTheWholeBatchStep) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   const TrainingRun whole = train("mlp", 32, ThreadStrategy::per_kernel);
   const TrainingRun split = train("mlp", 32, ThreadStrategy::batch_split);
   EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
@@ -159,7 +149,7 @@ TEST(BatchSplit, MlpStepEqualsTheWholeBatchStep) {
 }
 
 TEST(BatchSplit, FourSlicesEqualTheWholeBatchStep) {
-  Budget four(4);
+  ScopedThreadBudget four(4);
   const TrainingRun whole = train("lenet", 32, ThreadStrategy::per_kernel);
   const TrainingRun split = train("lenet", 32, ThreadStrategy::batch_split);
   EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
@@ -167,7 +157,7 @@ TEST(BatchSplit, FourSlicesEqualTheWholeBatchStep) {
 }
 
 TEST(BatchSplit, BatchNormInTrainingFallsBackToTheWholeBatch) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   const TrainingRun asked = train("conv_bn", 16, ThreadStrategy::batch_split);
   EXPECT_EQ(asked.strategy, ThreadStrategy::per_kernel);
   // It fell back to the whole batch: the same step as asking for that.
@@ -175,17 +165,17 @@ TEST(BatchSplit, BatchNormInTrainingFallsBackToTheWholeBatch) {
 }
 
 TEST(BatchSplit, UnevenBatchFallsBackToTheWholeBatch) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   EXPECT_EQ(train("lenet", 15, ThreadStrategy::batch_split).strategy, ThreadStrategy::per_kernel);
 }
 
 TEST(BatchSplit, OneThreadNeverSplits) {
-  Budget one(1);
+  ScopedThreadBudget one(1);
   EXPECT_EQ(train("lenet", 16, ThreadStrategy::batch_split).strategy, ThreadStrategy::per_kernel);
 }
 
 TEST(OneThread, StepEqualsTheWholeTeamStep) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   const TrainingRun team = train("lenet", 64, ThreadStrategy::per_kernel);
   const TrainingRun one = train("lenet", 64, ThreadStrategy::one_thread);
   EXPECT_EQ(one.strategy, ThreadStrategy::one_thread);
@@ -218,7 +208,7 @@ TEST(BatchSplit, RefusalNamesTheReason) {
 }
 
 TEST(BatchSplit, MeasuredChoiceTrainsLikeEitherStrategy) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   const TrainingRun whole = train("lenet", 64, ThreadStrategy::per_kernel);
   const TrainingRun measured = train("lenet", 64, std::nullopt);  // whichever measured faster
   // The measurement ran real steps and put the state back: training is unchanged.
@@ -227,7 +217,7 @@ TEST(BatchSplit, MeasuredChoiceTrainsLikeEitherStrategy) {
 
 // Eager mode's split: the slices' summed gradients against the tape's on the whole batch.
 TEST(BatchSplit, EagerGradientsEqualTheWholeBatchGradients) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   autograd::install_tape();
   for (const std::string model : {"lenet", "mlp"}) {
     std::shared_ptr<nn::Cell> net = make_net(model);
@@ -267,7 +257,7 @@ class SharedMlpOfTwo : public nn::Cell {
 };
 
 TEST(BatchSplit, SlicesEveryInputOfANetworkOfTwo) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   std::map<ThreadStrategy, TrainingRun> runs;
   for (ThreadStrategy strategy : {ThreadStrategy::per_kernel, ThreadStrategy::batch_split}) {
     auto net = std::make_shared<SharedMlpOfTwo>();
@@ -308,7 +298,7 @@ TEST(BatchSplit, SlicesEveryInputOfANetworkOfTwo) {
 }
 
 TEST(PerLaunchThreads, SameResultsAsAFixedTeam) {
-  Budget two(2);
+  ScopedThreadBudget two(2);
   for (const std::string model : {"lenet", "conv_bn"}) {
     const TrainingRun fixed = train(model, 32, ThreadStrategy::per_kernel, false);
     const TrainingRun per_launch = train(model, 32, ThreadStrategy::per_kernel, true);

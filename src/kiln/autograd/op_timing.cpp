@@ -62,12 +62,7 @@ constexpr double kLongRunMs = 20;
 // for each other, which only wall time counts.
 template <class F>
 double fastest_ms(int repeats, int threads, F&& run) {
-  const int previous = num_threads();
-  set_num_threads(threads);
-  struct Restore {
-    int threads;
-    ~Restore() { set_num_threads(threads); }
-  } restore{previous};
+  const ScopedThreadBudget budget(threads);
   const clockid_t clock = threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
   run();  // first-call costs (oneDNN primitive creation, allocator growth) are not the op's
   double best = std::numeric_limits<double>::infinity();

@@ -28,6 +28,14 @@ int num_threads() {
   return g_budget.load();
 }
 
+ScopedThreadBudget::ScopedThreadBudget(int threads) : previous_(num_threads()) {
+  set_num_threads(threads);
+}
+
+ScopedThreadBudget::~ScopedThreadBudget() {
+  set_num_threads(previous_);
+}
+
 int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

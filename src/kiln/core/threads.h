@@ -11,4 +11,18 @@ int num_threads();
 // Cores the process may run on (sched_getaffinity).
 int available_cores();
 
+// Within its scope the process's budget is `threads` (as set_num_threads); the budget before it
+// is put back on exit. Timings of one setting, and tests whose bits depend on how a team splits
+// the work, hold the budget this way.
+class ScopedThreadBudget {
+ public:
+  explicit ScopedThreadBudget(int threads);
+  ~ScopedThreadBudget();
+  ScopedThreadBudget(const ScopedThreadBudget&) = delete;
+  ScopedThreadBudget& operator=(const ScopedThreadBudget&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace kiln
