@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/train_args.h"
 #include "kiln/cli/predict_command.h"
 #include "kiln/cli/train_command.h"
 #include "kiln/cli/trained_model.h"
@@ -99,13 +99,8 @@ TEST(GptTrainCommand, KilnTrainModelGptRuns) {
 }
 
 TEST(GptTrainCommand, ContextAndDataComeFromFlagsOrYaml) {
-  CLI::App app;
-  TrainConfig seen;
-  add_train_command(app, [&](const TrainConfig& c) { seen = c; });
   const std::string yaml = temp_file("gpt.yaml", "model: gpt\ncontext: 16\ndata: text:/tmp/x\n");
-  std::vector<std::string> args = {"train", "--config", yaml, "--context", "24"};
-  std::reverse(args.begin(), args.end());
-  app.parse(args);
+  const TrainConfig seen = testing::parse_train_args({"--config", yaml, "--context", "24"});
   EXPECT_EQ(seen.model, "gpt");
   EXPECT_EQ(seen.context, 24);  // the command line wins
   EXPECT_EQ(seen.data, "text:/tmp/x");

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/train_args.h"
 #include "kiln/core/error.h"
 
 namespace kiln::cli::tune_command_test {
@@ -40,11 +40,7 @@ TEST(TuneCommand, BudgetTakesSecondsMinutesAndHours) {
 }
 
 TrainConfig parse_train_config(const std::string& yaml_path) {
-  CLI::App app;
-  TrainConfig seen;
-  add_train_command(app, [&](const TrainConfig& c) { seen = c; });
-  app.parse(std::vector<std::string>{yaml_path, "--config", "train"});  // CLI11: reversed
-  return seen;
+  return testing::parse_train_args({"--config", yaml_path});
 }
 
 // `kiln tune` on LeNet b64 within `budget_s`, its file at `yaml`, checked to stay within the
