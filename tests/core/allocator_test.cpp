@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "kiln/core/allocator.h"
@@ -81,6 +85,104 @@ TEST(Allocator, RepeatedTensorsOfOneShapeHitTheCache) {
   int64_t before = allocator::stats().os_allocations;
   for (int i = 0; i < 20; ++i) Tensor t = Tensor::empty({3, 1000, 100});
   EXPECT_EQ(allocator::stats().os_allocations, before);
+}
+
+// The process's address space in bytes (VmSize), as RLIMIT_AS counts it.
+size_t address_space_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  size_t kib = 0;
+  while (status >> key) {
+    if (key == "VmSize:") {
+      status >> kib;
+      break;
+    }
+  }
+  return kib << 10;
+}
+
+// Lowers the soft address-space limit to `room` bytes above what the process holds now, and puts
+// the old limit back at the end of the scope.
+class ScopedAddressSpaceLimit {
+ public:
+  explicit ScopedAddressSpaceLimit(size_t room) {
+    getrlimit(RLIMIT_AS, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = address_space_bytes() + room;
+    ok_ = setrlimit(RLIMIT_AS, &lowered) == 0;
+  }
+  ~ScopedAddressSpaceLimit() { setrlimit(RLIMIT_AS, &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+// Blocks of 40 MiB: above glibc's largest mmap threshold, so each is its own mapping and freeing
+// it gives its address space back.
+constexpr size_t kBigBlock = size_t(40) << 20;
+
+std::vector<void*> allocate_until_refused(size_t bytes) {
+  std::vector<void*> blocks;
+  try {
+    for (int i = 0; i < 1000; ++i) blocks.push_back(allocator::allocate(bytes));
+  } catch (const std::bad_alloc&) {
+  }
+  return blocks;
+}
+
+// oneDNN dies by a signal when it cannot allocate the code of a kernel it generates, so under
+// `ulimit -v` the limit has to land on a tensor, which fails cleanly.
+TEST(Allocator, UnderAnAddressSpaceLimitTensorsLeaveRoomForTheLibraries) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's own allocator ends the process at an address-space limit";
+#endif
+  allocator::empty_cache();
+  const int64_t in_use_before = allocator::stats().in_use_bytes;
+  std::vector<void*> blocks;
+  bool room_left = false;
+  {
+    ScopedAddressSpaceLimit limit(size_t(400) << 20);
+    ASSERT_TRUE(limit.ok());
+    blocks = allocate_until_refused(kBigBlock);
+    void* library = mmap(nullptr, size_t(48) << 20, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    room_left = library != MAP_FAILED;
+    if (room_left) munmap(library, size_t(48) << 20);
+    for (void* p : blocks) allocator::release(p, kBigBlock);
+  }
+  allocator::empty_cache();
+  EXPECT_GE(blocks.size(), 5u) << "the limit left 400 MiB, 64 MiB of it for the libraries";
+  EXPECT_LT(blocks.size(), 1000u) << "the limit refused nothing";
+  EXPECT_TRUE(room_left) << "the tensors took the address space a library would need next";
+  EXPECT_EQ(allocator::stats().in_use_bytes, in_use_before) << "a refused request stays counted";
+}
+
+TEST(Allocator, CachedBlocksGoBackToTheOSBeforeARequestIsRefused) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's own allocator ends the process at an address-space limit";
+#endif
+  allocator::empty_cache();
+  void* bigger = nullptr;
+  size_t cached = 0;
+  {
+    ScopedAddressSpaceLimit limit(size_t(300) << 20);
+    ASSERT_TRUE(limit.ok());
+    std::vector<void*> blocks = allocate_until_refused(kBigBlock);
+    ASSERT_GE(blocks.size(), 2u);
+    for (void* p : blocks) allocator::release(p, kBigBlock);
+    cached = size_t(allocator::stats().cached_bytes);
+    // Only the cached blocks' address space can hold a block twice their size.
+    try {
+      bigger = allocator::allocate(2 * kBigBlock);
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  EXPECT_GE(cached, 2 * kBigBlock);
+  EXPECT_NE(bigger, nullptr) << "the cache kept the space a new size needed";
+  if (bigger) allocator::release(bigger, 2 * kBigBlock);
+  allocator::empty_cache();
 }
 
 TEST(Allocator, EmptyCacheAndLimit) {

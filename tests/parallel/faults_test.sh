@@ -77,22 +77,25 @@ grep -q "per-rank batch size: rank 0 has 16; rank 1 has 8" "$work/mismatch.log" 
 # 4. Rank 1 runs out of memory (std::bad_alloc) while rank 0 waits for it: its address space is
 # capped. Where a cap lands (in MPI, a thread's stack, or a tensor) depends on the machine, so a
 # few caps are tried; each must end the whole job with status 2 naming rank 1, and at least one
-# must reach Kiln's out-of-memory guard.
+# must reach Kiln's out-of-memory guard. Caps near what the job needs (500000 KiB and up here)
+# may let it finish, but never end it by a signal: oneDNN dies when the code of a kernel it
+# generates is what meets the cap, which Kiln's allocator prevents by keeping room below it.
 out_of_memory=0
 failures_before=$failures
-for cap_kb in 250000 300000 350000 400000; do
+for cap_kb in 250000 300000 350000 400000 500000 600000 700000; do
   start=$(date +%s%3N)
   timeout 60 mpirun -np 1 --oversubscribe --bind-to none "$kiln" "${train[@]}" --steps 30 --batch-size 16 : \
     -np 1 bash -c "ulimit -v $cap_kb; exec \"\$0\" \"\$@\"" "$kiln" "${train[@]}" --steps 30 --batch-size 16 \
     >"$work/oom-$cap_kb.log" 2>&1
   status=$?
   elapsed=$(($(date +%s%3N) - start))
+  if [ "$cap_kb" -ge 500000 ] && [ "$status" -eq 0 ]; then continue; fi
   [ "$status" -eq 2 ] || fail "oom: with rank 1 capped at $cap_kb KiB the job ended with status $status"
   [ "$elapsed" -lt 30000 ] || fail "oom: the job took ${elapsed} ms to end"
   grep -q "rank 1 of 2: error: out of memory" "$work/oom-$cap_kb.log" && out_of_memory=1
 done
 [ "$out_of_memory" -eq 1 ] || fail "oom: no cap made rank 1 report 'rank 1 of 2: error: out of memory'"
-[ "$failures" -ne "$failures_before" ] || echo "oom: every capped job ended with status 2"
+[ "$failures" -ne "$failures_before" ] || echo "oom: every capped job finished or ended with status 2"
 
 if [ "$failures" -ne 0 ]; then
   for f in "$work"/*.log; do

@@ -31,13 +31,35 @@ Cache& cache() {
   return *c;
 }
 
-// A block of `bytes` (a size class) for a first request of `requested` bytes. Huge pages back
-// only the whole 2 MiB pages of the request: the kernel would back a partly used last one in
-// full (a 3.1 MiB tensor would hold 4 MiB), while 4 KiB pages are resident only where touched.
+// Under an address-space limit (ulimit -v), whatever allocation reaches the limit fails. A
+// tensor's failure is reported cleanly, but oneDNN generates its kernels' code when a primitive is
+// made or first run and dies (SIGSEGV) when that allocation fails. So a tensor is allocated only if
+// this much address space stays free after it, for the libraries' code, scratch and thread stacks.
+constexpr size_t kLibraryHeadroom = size_t(64) << 20;
+
+bool leaves_library_headroom() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
+  // Address space, not memory, is what the limit counts, so reserving it is the exact test.
+  void* probe = mmap(nullptr, kLibraryHeadroom, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe == MAP_FAILED) return false;
+  munmap(probe, kLibraryHeadroom);
+  return true;
+}
+
+// A block of `bytes` (a size class) for a first request of `requested` bytes, or null. Huge
+// pages back only the whole 2 MiB pages of the request: the kernel would back a partly used last
+// one in full (a 3.1 MiB tensor would hold 4 MiB), while 4 KiB pages are resident only where
+// touched.
 void* os_allocate(size_t bytes, size_t requested) {
   size_t align = bytes >= kHugePage ? kHugePage : kAlignment;
   void* p = std::aligned_alloc(align, bytes);
-  if (!p) throw std::bad_alloc();
+  if (!p) return nullptr;
+  if (!leaves_library_headroom()) {
+    std::free(p);
+    return nullptr;
+  }
   const size_t huge = requested / kHugePage * kHugePage;
   if (huge > 0) madvise(p, huge, MADV_HUGEPAGE);
   return p;
@@ -79,6 +101,17 @@ void* allocate(size_t bytes) {
     }
   }
   void* p = reused ? reused : os_allocate(cls, bytes);
+  if (!p) {
+    // Blocks cached in other size classes may be what stands in the way: give them back and
+    // try once more before failing.
+    empty_cache();
+    p = os_allocate(cls, bytes);
+  }
+  if (!p) {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.in_use_bytes -= int64_t(cls);
+    throw std::bad_alloc();
+  }
   if (AllocationObserver observer = g_observer.load(std::memory_order_acquire)) {
     observer(int64_t(cls), in_use);
   }
