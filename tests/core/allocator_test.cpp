@@ -146,8 +146,8 @@ TEST(Allocator, UnderAnAddressSpaceLimitTensorsLeaveRoomForTheLibraries) {
     ScopedAddressSpaceLimit limit(size_t(400) << 20);
     ASSERT_TRUE(limit.ok());
     blocks = allocate_until_refused(kBigBlock);
-    void* library = mmap(nullptr, size_t(48) << 20, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* library =
+        mmap(nullptr, size_t(48) << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     room_left = library != MAP_FAILED;
     if (room_left) munmap(library, size_t(48) << 20);
     for (void* p : blocks) allocator::release(p, kBigBlock);

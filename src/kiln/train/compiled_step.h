@@ -16,6 +16,7 @@
 // and an in-graph overflow flag decides, on the host, whether the updates run at all. The scale
 // and its inverse live in state scalars written before each step: a changing dynamic scale
 // never recompiles.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "kiln/nn/cell.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/parallel/auto_parallel.h"
+#include "kiln/train/step_trial.h"
 
 namespace kiln::train {
 
@@ -124,6 +126,13 @@ class CompiledTrainStep {
   // Forces a strategy instead of measuring both when a step compiles (tests, benchmarks);
   // batch_split still falls back where the step cannot split. Unset: measured.
   void force_thread_strategy(std::optional<ThreadStrategy> strategy) { forced_ = strategy; }
+  // Tests: every candidate goes on to the trial on training steps (not only those the
+  // compile-time measurement could not tell apart), and the trial reads its times from `clock`.
+  void try_every_strategy_on_training_steps(std::function<StepTrial::Clock::time_point()> clock) {
+    trial_clock_ = std::move(clock);
+  }
+  // Whether the strategy of the graph the last training step ran is still being tried.
+  bool thread_trial_running() const { return current_.trial != nullptr; }
 
  private:
   graph::Executable& compile(const nn::Tensors& inputs, const Tensor& labels, bool evaluation);
@@ -176,10 +185,19 @@ class CompiledTrainStep {
   // on one thread (compiled from `one_thread_graph`, replacing `whole` when it wins) and, where
   // `refusal` is empty, the batch-split step (returned when it wins). All run real steps on this
   // batch and the state they change is restored after. `log` gets a line for the compile log.
+  // Candidates the measurement cannot tell apart (within 15%) go on to a trial on training steps
+  // (step_trial.h), returned in `trial`; `chosen` is then the one the trial starts with.
+  struct ThreadTrial;
   std::unique_ptr<BatchSplitStep> choose_thread_strategy(
       std::unique_ptr<graph::Executable>& whole, graph::Graph one_thread_graph,
       const graph::CompileOptions& options, const std::string& refusal, const nn::Tensors& inputs,
-      const Tensor& labels, std::string& log, ThreadStrategy& chosen);
+      const Tensor& labels, std::string& log, ThreadStrategy& chosen,
+      std::unique_ptr<ThreadTrial>& trial);
+  // The strategy this training step runs with while current_'s trial lasts; when the trial
+  // decides, only the winner's graphs are kept and the choice is logged.
+  ThreadStrategy next_trial_strategy();
+  struct Compiled;
+  Compiled& compiled_entry(const ThreadTrial& trial);  // the graph `trial` chooses threads for
 
   nn::Cell& net_;
   nn::LossCell& loss_;
@@ -190,12 +208,23 @@ class CompiledTrainStep {
   amp::AmpConfig tracing_amp_;                     // the config of the trace under way
   bool amp_raced_ = false;                         // the race of faster_than_fp32 was run
   bool amp_fell_back_ = false;  // ... and fp32 won: graphs are traced at O0 since
+  // Thread strategies still being tried on training steps, with the graphs only they run.
+  struct ThreadTrial {
+    StepTrial trial;
+    std::vector<ThreadStrategy> strategies;  // trial candidate k runs strategies[k]
+    // When per kernel and one thread are both candidates: the whole-batch graph that
+    // Compiled::exe is not, and which of the two it is.
+    std::unique_ptr<graph::Executable> extra;
+    ThreadStrategy extra_strategy = ThreadStrategy::one_thread;
+    std::string split_description;  // "batch split into 2 slices of 32"
+  };
   struct Compiled {
     bool training;    // the network's mode when traced (BatchNorm, dropout behave differently)
     bool evaluation;  // forward and loss only (evaluate), not a training step
     std::unique_ptr<graph::Executable> exe;
     std::unique_ptr<BatchSplitStep> split;  // training steps the batch-split strategy runs
     ThreadStrategy strategy = ThreadStrategy::per_kernel;
+    std::unique_ptr<ThreadTrial> trial;  // while the strategy is tried on training steps
   };
   std::vector<Compiled> compiled_;  // one per input shape (and mode) seen
   // The graph each kind (training step, evaluation) last ran, and the network's mode then.
@@ -203,6 +232,7 @@ class CompiledTrainStep {
     graph::Executable* exe = nullptr;
     BatchSplitStep* split = nullptr;  // runs the step instead of exe when set
     ThreadStrategy strategy = ThreadStrategy::per_kernel;
+    ThreadTrial* trial = nullptr;  // set: each step's strategy comes from the trial
     bool training = false;
   };
   Current current_, current_eval_;
@@ -215,6 +245,7 @@ class CompiledTrainStep {
   std::optional<parallel::StepPrediction> predicted_;
   bool last_skipped_ = false;
   std::optional<ThreadStrategy> forced_;
+  std::function<StepTrial::Clock::time_point()> trial_clock_;  // tests; unset: the steady clock
 };
 
 }  // namespace kiln::train
