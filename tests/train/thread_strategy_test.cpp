@@ -183,36 +183,43 @@ TEST(OneThread, StepEqualsTheWholeTeamStep) {
   expect_same_training(team, one, "lenet b64, one thread");
 }
 
-// The trial on training steps (step_trial.h), its clock made up: each step costs what the test
-// says its strategy costs, so the trial must end on the cheapest, having run every candidate, and
-// keep training as the forced strategy would.
+// An MLP trained with Momentum by a compiled step whose thread strategy is tried on training
+// steps, every candidate, on a made-up clock (`now`); or, with `forced`, fixed.
+struct MlpSteps {
+  explicit MlpSteps(std::optional<ThreadStrategy> forced = std::nullopt) {
+    step.set_verbose(false);
+    step.force_thread_strategy(forced);
+    if (!forced) step.try_every_strategy_on_training_steps([this] { return now; });
+  }
+  std::shared_ptr<nn::Cell> net = make_net("mlp");
+  nn::SoftmaxCrossEntropyWithLogits loss{true, "mean"};
+  optim::Momentum opt{net->trainable_params(), optim::constant_lr(0.01),
+                      optim::MomentumOptions{.momentum = 0.9}};
+  CompiledTrainStep step{*net, loss, opt, {.fusion = true}};
+  StepTrial::Clock::time_point now{};
+};
+
+// The trial on training steps (step_trial.h): each step costs what the test says its strategy
+// costs, so the trial must end on the cheapest, having run every candidate.
 TEST(ThreadTrial, TrainingStepsSettleOnTheStrategyTheyTimeFastest) {
   ScopedThreadBudget two(2);
   for (ThreadStrategy cheapest :
        {ThreadStrategy::one_thread, ThreadStrategy::batch_split, ThreadStrategy::per_kernel}) {
-    std::shared_ptr<nn::Cell> net = make_net("mlp");
-    nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
-    optim::Momentum opt(net->trainable_params(), optim::constant_lr(0.01),
-                        optim::MomentumOptions{.momentum = 0.9});
-    CompiledTrainStep step(*net, loss, opt, {.fusion = true});
-    step.set_verbose(false);
-    step.force_thread_strategy(std::nullopt);
-    StepTrial::Clock::time_point now{};
-    step.try_every_strategy_on_training_steps([&] { return now; });
+    MlpSteps mlp;
     std::map<ThreadStrategy, int> steps_of;
     int after = 0;
     for (int s = 0; s < 5000 && after < 10; ++s) {
       const Tensor x = batch_images(32, 700 + uint64_t(s % 8));
       const Tensor y = batch_labels(32, 800 + uint64_t(s % 8));
-      const float l = step.run(x, y).item<float>();
+      const float l = mlp.step.run(x, y).item<float>();
       ASSERT_TRUE(std::isfinite(l)) << "step " << s;
-      const ThreadStrategy ran = step.thread_strategy();
+      const ThreadStrategy ran = mlp.step.thread_strategy();
       ++steps_of[ran];
-      now += std::chrono::microseconds(ran == cheapest ? 900 : 1000);
-      if (!step.thread_trial_running()) ++after;
+      mlp.now += std::chrono::microseconds(ran == cheapest ? 900 : 1000);
+      if (!mlp.step.thread_trial_running()) ++after;
     }
-    ASSERT_FALSE(step.thread_trial_running());
-    EXPECT_EQ(step.thread_strategy(), cheapest);
+    ASSERT_FALSE(mlp.step.thread_trial_running());
+    EXPECT_EQ(mlp.step.thread_strategy(), cheapest);
     EXPECT_EQ(steps_of.size(), 3u) << "every candidate ran training steps";
     for (auto& [strategy, n] : steps_of) EXPECT_GE(n, 16) << int(strategy);
   }
@@ -221,34 +228,23 @@ TEST(ThreadTrial, TrainingStepsSettleOnTheStrategyTheyTimeFastest) {
 // While a trial alternates the strategies, training is what the forced strategy computes.
 TEST(ThreadTrial, TrainsLikeTheWholeBatchStep) {
   ScopedThreadBudget two(2);
-  auto losses = [](bool trial) {
-    std::shared_ptr<nn::Cell> net = make_net("mlp");
-    nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
-    optim::Momentum opt(net->trainable_params(), optim::constant_lr(0.01),
-                        optim::MomentumOptions{.momentum = 0.9});
-    CompiledTrainStep step(*net, loss, opt, {.fusion = true});
-    step.set_verbose(false);
-    StepTrial::Clock::time_point now{};
-    if (trial) {
-      step.try_every_strategy_on_training_steps([&] { return now; });
-    } else {
-      step.force_thread_strategy(ThreadStrategy::per_kernel);
-    }
+  auto losses = [](std::optional<ThreadStrategy> forced) {
+    MlpSteps mlp(forced);
     std::vector<float> out;
     std::map<ThreadStrategy, int> steps_of;
     for (int s = 0; s < 120; ++s) {
       out.push_back(
-          step.run(batch_images(32, 900 + uint64_t(s)), batch_labels(32, 1000 + uint64_t(s)))
+          mlp.step.run(batch_images(32, 900 + uint64_t(s)), batch_labels(32, 1000 + uint64_t(s)))
               .item<float>());
-      ++steps_of[step.thread_strategy()];
-      now += std::chrono::milliseconds(1);
+      ++steps_of[mlp.step.thread_strategy()];
+      mlp.now += std::chrono::milliseconds(1);
     }
-    if (trial) {
+    if (!forced) {
       EXPECT_EQ(steps_of.size(), 3u) << "120 steps reach every candidate";
     }
     return out;
   };
-  const std::vector<float> forced = losses(false), tried = losses(true);
+  const std::vector<float> forced = losses(ThreadStrategy::per_kernel), tried = losses({});
   for (size_t s = 0; s < forced.size(); ++s) {
     EXPECT_NEAR(tried[s], forced[s], 1e-4 * std::abs(forced[s])) << "step " << s;
   }

@@ -15,6 +15,9 @@ struct MemoryStats {
 // instead of going back to the OS: on the machines we measure, faulting a 4 KiB page in costs
 // ~15 µs, so a training step that re-faulted its activations every step would lose half its time.
 // Blocks are 64-byte aligned; blocks of 2 MiB and more are 2 MiB aligned and advised as huge pages.
+// A request the OS refuses first gives the cache back and tries again; then it throws
+// std::bad_alloc. Under an address-space limit (ulimit -v) a request is refused when it would
+// leave less than 64 MiB below the limit: that room is for the libraries (allocator.cpp says why).
 namespace allocator {
 
 void* allocate(size_t bytes);
