@@ -60,8 +60,8 @@ std::string strategy_name(ThreadStrategy s, const std::string& split) {
 }
 
 // The batch split must win by 1%: it costs memory (an arena per slice), so a tie keeps the
-// whole batch. (Timed on training steps, graph LeNet's split wins by 2-8%, which a larger
-// margin, 3%, gave away in a third of runs.)
+// whole batch. (Timed on training steps, graph LeNet's split wins by 0-18%; a margin of 3% gave
+// per kernel 4 of 12 trials.)
 double thread_strategy_handicap(ThreadStrategy s) {
   return s == ThreadStrategy::batch_split ? 1.01 : 1.0;
 }
