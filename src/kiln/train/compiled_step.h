@@ -181,13 +181,14 @@ class CompiledTrainStep {
   void trace_scaled_update(graph::Tracer& tracer, const Tensor& loss,
                            const std::vector<Tensor>& grads);
 
+  struct ThreadTrial;  // below, with the compiled graphs
+  struct Compiled;
   // A training step's strategy for these inputs, measured: `whole` (per kernel), the same graph
   // on one thread (compiled from `one_thread_graph`, replacing `whole` when it wins) and, where
   // `refusal` is empty, the batch-split step (returned when it wins). All run real steps on this
   // batch and the state they change is restored after. `log` gets a line for the compile log.
   // Candidates the measurement cannot tell apart (within 15%) go on to a trial on training steps
   // (step_trial.h), returned in `trial`; `chosen` is then the one the trial starts with.
-  struct ThreadTrial;
   std::unique_ptr<BatchSplitStep> choose_thread_strategy(
       std::unique_ptr<graph::Executable>& whole, graph::Graph one_thread_graph,
       const graph::CompileOptions& options, const std::string& refusal, const nn::Tensors& inputs,
@@ -196,7 +197,6 @@ class CompiledTrainStep {
   // The strategy this training step runs with while current_'s trial lasts; when the trial
   // decides, only the winner's graphs are kept and the choice is logged.
   ThreadStrategy next_trial_strategy();
-  struct Compiled;
   Compiled& compiled_entry(const ThreadTrial& trial);  // the graph `trial` chooses threads for
 
   nn::Cell& net_;
