@@ -9,6 +9,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/threads.h"
 #include "kiln/ops/cpu_support.h"
+#include "kiln/train/step_trial.h"
 
 namespace kiln::profile {
 namespace {
@@ -20,11 +21,6 @@ struct Setting {
   std::unique_ptr<train::Model> model;
   std::vector<double> ms;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // The network, its buffers and the optimizer's state as they were, put back on destruction.
 class SavedState {
@@ -122,7 +118,7 @@ std::vector<StepTiming> compare_step_settings(const StepParts& parts, const Tens
   }
   std::vector<StepTiming> out;
   for (const Setting& s : settings) {
-    if (s.model) out.push_back({s.name, median(s.ms), s.name == kProfiledSetting});
+    if (s.model) out.push_back({s.name, train::median(s.ms), s.name == kProfiledSetting});
   }
   return out;
 }

@@ -450,10 +450,7 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     }
   }
   for (auto& [t, copy] : saved) t.copy_from(copy);
-  auto median_ms = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2] * 1e3;
-  };
+  auto median_ms = [](const std::vector<double>& seconds) { return median(seconds) * 1e3; };
   auto score = [&](const Candidate& c) {
     return median_ms(c.seconds) * thread_strategy_handicap(c.strategy);
   };

@@ -14,13 +14,14 @@ constexpr double kBlockSeconds = 0.03;
 // The whole trial aims at about this long, within 4 to 12 rounds.
 constexpr double kTrialSeconds = 1.0;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto middle = values.begin() + std::ptrdiff_t(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
 
 StepTrial::StepTrial(std::vector<double> handicaps, double step_seconds)
     : handicaps_(std::move(handicaps)), seconds_(handicaps_.size()) {

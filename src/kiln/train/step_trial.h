@@ -21,6 +21,9 @@
 
 namespace kiln::train {
 
+// The median of `values` (the upper of the two middle ones for an even count); 0 for none.
+double median(std::vector<double> values);
+
 class StepTrial {
  public:
   using Clock = std::chrono::steady_clock;
