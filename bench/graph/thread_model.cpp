@@ -8,8 +8,9 @@
 //
 // per kernel:  each launch of the whole-batch step on the threads its cost pays for (of N);
 // batch split: N slices of batch/N side by side, each launch on one thread, then the slices'
-//              gradients summed on N threads and one fork/join; only for networks without
-//              BatchNorm in training, and N <= batch.
+//              gradients summed on N threads and one fork/join, and a meeting of the slices
+//              (costed as a fork/join) wherever a BatchNorm combines their statistics: twice per
+//              BatchNorm in training; for networks without dropout, and N <= batch.
 // With --measured-1 the model's times are scaled so its 1-core step equals the measured one
 // (the model's absolute throughput is coarse, its ratios are what it is for); --measured-2 is
 // printed beside the 2-core prediction. Prints a markdown table.
@@ -71,11 +72,12 @@ struct Step {
     step.force_thread_strategy(train::ThreadStrategy::per_kernel);
     step.run(x, y);
     whole = launch_costs(step.executable());
-    refusal = train::eager_batch_split_refusal(*net, loss, {x}, y, 2);
+    refusal = train::graph_batch_split_refusal(*net, loss, {x}, y, 2);
   }
   // Seconds of the batch-split step on `cores` cores: every slice at once, each on one core
-  // with its share of the memory system; then the update (summing the slices' gradients) per
-  // kernel on all cores; one fork/join.
+  // with its share of the memory system, meeting the others at each BatchNorm (forward and
+  // backward); then the update (summing the slices' gradients) per kernel on all cores; one
+  // fork/join.
   double split_seconds(int cores, const ThreadCostModel& m) {
     train::BatchSplitStep split(*net, loss, *opt, {.fusion = true}, {}, {x}, y, cores);
     ThreadCostModel alone = m;
@@ -83,7 +85,9 @@ struct Step {
     alone.bandwidth_per_second = alone.bytes_per_second;
     double s = 0;
     for (const KernelWork& w : launch_costs(split.slice_step(0))) s += alone.seconds(w, 1);
-    return s + per_kernel_seconds(launch_costs(split.update()), cores, m) + m.fork_join(cores);
+    const double meetings = 2.0 * split.shared_statistics() * m.fork_join(cores);
+    return s + meetings + per_kernel_seconds(launch_costs(split.update()), cores, m) +
+           m.fork_join(cores);
   }
 };
 

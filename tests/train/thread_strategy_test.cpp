@@ -122,14 +122,22 @@ double worst_relative_to_scale(const std::vector<std::vector<float>>& a,
   return worst;
 }
 
+// `to_scale`: the state compared with worst_relative_to_scale. BatchNorm divides by each
+// channel's standard deviation, which magnifies the rounding of sums taken in another order in
+// elements far below their tensor's largest: ResNet-20's whole-batch steps on one thread and on
+// two differ by 1.2e-4 of such an element (its stem's moving mean), 4e-6 of the tensor's scale.
 void expect_same_training(const TrainingRun& reference, const TrainingRun& other,
-                          const std::string& what) {
+                          const std::string& what, bool to_scale = false) {
   ASSERT_EQ(reference.losses.size(), other.losses.size());
   for (size_t s = 0; s < reference.losses.size(); ++s) {
     EXPECT_NEAR(other.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s]))
         << what << ", step " << s;
   }
-  EXPECT_LT(worst_relative(reference.state, other.state), 1e-5) << what;
+  if (to_scale) {
+    EXPECT_LT(worst_relative_to_scale(reference.state, other.state), 1e-5) << what;
+  } else {
+    EXPECT_LT(worst_relative(reference.state, other.state), 1e-5) << what;
+  }
 }
 
 TEST(BatchSplit, LeNetStepEqualsTheWholeBatchStep) {
@@ -157,12 +165,20 @@ TEST(BatchSplit, FourSlicesEqualTheWholeBatchStep) {
   expect_same_training(whole, split, "lenet b32, 4 slices");
 }
 
-TEST(BatchSplit, BatchNormInTrainingFallsBackToTheWholeBatch) {
+// BatchNorm in training: the slices normalize with the whole batch's statistics, so the step
+// (and the running statistics, part of the state compared) equals the whole-batch step. A plain
+// BatchNorm, and ResNet-20's fused forms (with a residual add and relu; the backward with its
+// relu mask and add; on AVX-512 also the statistics read by the next convolution, and the
+// blocked layout between convolutions).
+TEST(BatchSplit, BatchNormStepEqualsTheWholeBatchStep) {
   ScopedThreadBudget two(2);
-  const TrainingRun asked = train("conv_bn", 16, ThreadStrategy::batch_split);
-  EXPECT_EQ(asked.strategy, ThreadStrategy::per_kernel);
-  // It fell back to the whole batch: the same step as asking for that.
-  expect_same_training(train("conv_bn", 16, ThreadStrategy::per_kernel), asked, "conv_bn");
+  for (const auto& [model, batch] : {std::pair<std::string, int64_t>{"conv_bn", 16},
+                                     std::pair<std::string, int64_t>{"resnet20", 8}}) {
+    const TrainingRun whole = train(model, batch, ThreadStrategy::per_kernel);
+    const TrainingRun split = train(model, batch, ThreadStrategy::batch_split);
+    EXPECT_EQ(split.strategy, ThreadStrategy::batch_split) << model;
+    expect_same_training(whole, split, model + ", 2 slices", true);
+  }
 }
 
 TEST(BatchSplit, UnevenBatchFallsBackToTheWholeBatch) {
@@ -304,12 +320,13 @@ TEST(BatchSplit, EagerGradientsEqualTheWholeBatchGradients) {
         << model;
     EXPECT_LT(worst_relative_to_scale(whole, split), 1e-5) << model;
   }
-  // BatchNorm in training: eager refuses to split it too.
+  // BatchNorm in training: eager mode's slices do not combine its statistics, so it refuses;
+  // graph mode's do.
   std::shared_ptr<nn::Cell> bn = make_net("conv_bn");
   nn::SoftmaxCrossEntropyWithLogits loss(true, "mean");
-  EXPECT_NE(eager_batch_split_refusal(*bn, loss, {batch_images(16, 1)}, batch_labels(16, 2), 2)
-                .find("BatchNorm"),
-            std::string::npos);
+  const Tensor x = batch_images(16, 1), y = batch_labels(16, 2);
+  EXPECT_NE(eager_batch_split_refusal(*bn, loss, {x}, y, 2).find("BatchNorm"), std::string::npos);
+  EXPECT_EQ(graph_batch_split_refusal(*bn, loss, {x}, y, 2), "");
 }
 
 // mlp(a) + mlp(b) with one MLP: two inputs, the batch split slicing both alike.

@@ -136,7 +136,12 @@ struct BatchNormAttrs {
   bool training = false;
   double momentum = 0.0, eps = 1e-8;
   uint32_t nchw16c = 0;  // x and y in the blocked layout (any bit set)
-  KILN_ATTRS_FIELDS(training, momentum, eps, nchw16c);
+  // In training, the batch is this many equal slices run side by side on the threads of one
+  // ThreadGroup (train/batch_split_step.h), x being one slice: the statistics (and in the
+  // backward the gradient's sums) are combined across the slices, so every slice normalizes
+  // with the whole batch's, and only slice 0 updates the running statistics. 1: x is the batch.
+  int64_t batch_slices = 1;
+  KILN_ATTRS_FIELDS(training, momentum, eps, nchw16c, batch_slices);
   bool operator==(const BatchNormAttrs&) const = default;
 };
 

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <optional>
@@ -31,10 +32,6 @@ std::string batch_split_refusal(const graph::Graph& g, const nn::LossCell& loss,
   }
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const graph::Node& node = g.node(graph::NodeId(n));
-    if (node.op == ops::OpKind::batch_norm && node.attrs.as<ops::BatchNormAttrs>().training) {
-      return "BatchNorm in training normalizes with the whole batch's statistics, which no "
-             "slice has";
-    }
     if (node.op == ops::OpKind::dropout && node.attrs.as<ops::DropoutAttrs>().training) {
       return "dropout draws one mask for the whole batch";
     }
@@ -43,6 +40,27 @@ std::string batch_split_refusal(const graph::Graph& g, const nn::LossCell& loss,
 }
 
 namespace {
+
+bool is_training_batch_norm(const graph::Node& node) {
+  return node.type == graph::NodeType::op && node.op == ops::OpKind::batch_norm &&
+         node.attrs.as<ops::BatchNormAttrs>().training;
+}
+
+// Makes every BatchNorm in training of the traced forward `g` combine its statistics across the
+// `slices` slices of the batch; returns how many there are. Before autodiff, which copies the
+// setting into their gradients.
+int share_batch_statistics(graph::Graph& g, int slices) {
+  int marked = 0;
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    graph::Node& node = g.node(graph::NodeId(n));
+    if (!is_training_batch_norm(node)) continue;
+    ops::BatchNormAttrs a = node.attrs.as<ops::BatchNormAttrs>();
+    a.batch_slices = slices;
+    node.attrs = a;
+    ++marked;
+  }
+  return marked;
+}
 
 Tensor batch_slice(const Tensor& t, int i, int slices) {
   const int64_t size = t.dim(0) / slices;
@@ -73,19 +91,47 @@ nn::Tensors trace_inputs(graph::Tracer& tracer, const nn::Tensors& inputs, int s
 
 }  // namespace
 
+namespace {
+
+// The network's forward and loss on a batch shaped as `inputs` and `labels`, traced.
+graph::Graph trace_forward(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
+                           const Tensor& labels) {
+  graph::Graph g;
+  graph::Tracer tracer(g);
+  tracer.bind_state(net.state_and_names());
+  const nn::Tensors xs = trace_inputs(tracer, inputs, 1);
+  const Tensor y = tracer.input(ops::meta_of(labels), "labels");
+  tracer.add_output(loss(net.first_output(xs), y));
+  tracer.finish();
+  return g;
+}
+
+int64_t batch_of(const nn::Tensors& inputs) {
+  return !inputs.empty() && inputs[0].rank() > 0 ? inputs[0].dim(0) : 0;
+}
+
+}  // namespace
+
+std::string graph_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
+                                      const Tensor& labels, int slices) {
+  if (slices < 2) return "one thread";
+  return batch_split_refusal(trace_forward(net, loss, inputs, labels), loss, batch_of(inputs),
+                             slices);
+}
+
 std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
                                       const Tensor& labels, int slices) {
   if (slices < 2) return "one thread";
-  graph::Graph g;
-  {
-    graph::Tracer tracer(g);
-    tracer.bind_state(net.state_and_names());
-    const nn::Tensors xs = trace_inputs(tracer, inputs, 1);
-    const Tensor y = tracer.input(ops::meta_of(labels), "labels");
-    tracer.add_output(loss(net.first_output(xs), y));
-    tracer.finish();
+  const graph::Graph g = trace_forward(net, loss, inputs, labels);
+  // Eager slices run on the tape, whose BatchNorm calls do not meet across threads (graph mode's
+  // slices do: share_batch_statistics).
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    if (is_training_batch_norm(g.node(graph::NodeId(n)))) {
+      return "BatchNorm in training normalizes with the whole batch's statistics, which eager "
+             "mode's slices do not combine";
+    }
   }
-  return batch_split_refusal(g, loss, inputs[0].rank() > 0 ? inputs[0].dim(0) : 0, slices);
+  return batch_split_refusal(g, loss, batch_of(inputs), slices);
 }
 
 std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
@@ -127,7 +173,8 @@ std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
 
 BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimizer& opt,
                                const graph::CompileOptions& options, const amp::AmpConfig& amp,
-                               const nn::Tensors& inputs, const Tensor& labels, int slices) {
+                               const nn::Tensors& inputs, const Tensor& labels, int slices)
+    : group_(std::make_unique<ThreadGroup>(slices)) {
   for (const Tensor& x : inputs) batch_.push_back(ops::meta_of(x));
   batch_.push_back(ops::meta_of(labels));
   const auto t0 = std::chrono::steady_clock::now();
@@ -146,6 +193,7 @@ BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimiz
       amp::AutocastScope autocast(amp);
       slice_loss = loss(net.first_output(xs), y);
     }
+    shared_statistics_ = share_batch_statistics(g, slices);
     if (mean) slice_loss = ops::mul_scalar(slice_loss, 1.0 / slices);
     const std::vector<Tensor> grads = graph::gradients(tracer, slice_loss, params);
     tracer.add_output(slice_loss);
@@ -222,20 +270,34 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
   }
   std::vector<std::vector<Tensor>> outs(static_cast<size_t>(slices));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
+  std::atomic<int> first_failure{-1};  // the others may fail only because it did
+  group_->reset();
   // One team for the whole step; inside it every kernel of a slice runs on its slice's thread
   // (the slice graphs were bound for one thread; nested regions get one thread too).
-#pragma omp parallel for num_threads(slices) schedule(static, 1)
-  for (int i = 0; i < slices; ++i) {
-    try {
-      KernelThreads alone(1);
-      outs[size_t(i)] = slice_steps_[size_t(i)]->run_in_arena(slice_inputs[size_t(i)]);
-    } catch (...) {
-      errors[size_t(i)] = std::current_exception();
+#pragma omp parallel num_threads(slices)
+  {
+    const int team = omp_get_num_threads();
+    for (int i = omp_get_thread_num(); i < slices; i += team) {
+      try {
+        if (team < slices && shared_statistics_ > 0) {
+          throw Error("batch-split step: the slices' BatchNorms meet, so its " +
+                      std::to_string(slices) +
+                      " slices need as many threads side by side; "
+                      "OpenMP gave " +
+                      std::to_string(team));
+        }
+        KernelThreads alone(1);
+        ThreadGroup::Member member(*group_, i);
+        outs[size_t(i)] = slice_steps_[size_t(i)]->run_in_arena(slice_inputs[size_t(i)]);
+      } catch (...) {
+        errors[size_t(i)] = std::current_exception();
+        int none = -1;
+        first_failure.compare_exchange_strong(none, i);
+        group_->abort();  // nobody waits for this slice at a meeting it will not reach
+      }
     }
   }
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  if (first_failure.load() >= 0) std::rethrow_exception(errors[size_t(first_failure.load())]);
   std::vector<Tensor> update_inputs;
   for (const std::vector<Tensor>& o : outs)
     update_inputs.insert(update_inputs.end(), o.begin(), o.end());

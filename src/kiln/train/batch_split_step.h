@@ -10,16 +10,18 @@
 // CompiledTrainStep, which chooses between this and the whole-batch step by measuring both
 // (compiled_step.cpp).
 //
-// Not for every network: BatchNorm in training normalizes with the statistics of the whole
-// batch, which no slice has (it would need the slices to meet at every BatchNorm, forward and
-// backward); dropout draws its mask for the whole batch from one generator. batch_split_refusal
-// says why a traced step cannot split.
+// BatchNorm in training normalizes with the statistics of the whole batch, as the whole-batch
+// step does: the slices' threads form a ThreadGroup (core/thread_group.h) and every BatchNorm
+// meets the other slices' once in its forward (statistics) and once in its backward (the sums in
+// its input gradient). Not for every network: dropout draws its mask for the whole batch from
+// one generator. batch_split_refusal says why a traced step cannot split.
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/amp/level.h"
+#include "kiln/core/thread_group.h"
 #include "kiln/graph/executor.h"
 #include "kiln/nn/cell.h"
 #include "kiln/optim/optimizer.h"
@@ -42,6 +44,9 @@ std::pair<Tensor, std::vector<Tensor>> eager_split_loss_and_gradients(
 // see its ops, as batch_split_refusal reads them); empty when it can.
 std::string eager_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
                                       const Tensor& labels, int slices);
+// The same for graph mode's BatchSplitStep, which also splits BatchNorm in training.
+std::string graph_batch_split_refusal(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
+                                      const Tensor& labels, int slices);
 
 class BatchSplitStep {
  public:
@@ -58,12 +63,16 @@ class BatchSplitStep {
   Tensor run(const nn::Tensors& inputs, const Tensor& labels);
 
   int slices() const { return int(slice_steps_.size()); }
+  // BatchNorms whose statistics the slices combine.
+  int shared_statistics() const { return shared_statistics_; }
   bool accepts(const nn::Tensors& inputs, const Tensor& labels) const;
   double compile_ms() const { return compile_ms_; }
   const graph::Executable& update() const { return *update_; }
   const graph::Executable& slice_step(int i) const { return *slice_steps_.at(size_t(i)); }
 
  private:
+  std::unique_ptr<ThreadGroup> group_;  // the slices' threads, while run() runs them
+  int shared_statistics_ = 0;
   std::vector<std::unique_ptr<graph::Executable>> slice_steps_;
   std::unique_ptr<graph::Executable> update_;
   std::vector<ops::TensorMeta> batch_;  // the network's inputs, then the labels

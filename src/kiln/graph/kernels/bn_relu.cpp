@@ -2,7 +2,9 @@
 // graph executor, on the rows kernels (ops/kernels/batch_norm_rows.h) that the batch_norm and
 // batch_norm_grad ops use for the same layouts: the statistics bookkeeping (running mean and
 // variance update, inv_std) is shared code, so fused and unfused steps agree. The fusion pass
-// forms these nodes only over channels-last 4-D or [N, C] activations.
+// forms these nodes only over channels-last 4-D or [N, C] activations. A node whose batch is
+// split into slices (BatchNormAttrs::batch_slices) finds its slices' group when it runs: the
+// thread that runs it is the slice's.
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
@@ -24,6 +26,8 @@ class BnReluForward : public SpecialKernel {
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
         residual_(in.size() > 5),
+        label_(node_label(node)),
+        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
         options_{.training = node.attrs.as<ops::BatchNormAttrs>().training,
                  .momentum = node.attrs.as<ops::BatchNormAttrs>().momentum,
                  .eps = node.attrs.as<ops::BatchNormAttrs>().eps,
@@ -40,14 +44,17 @@ class BnReluForward : public SpecialKernel {
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
+    ops::BatchNormRowsOptions options = options_;
+    options.slices = ops::batch_slices_member(label_, batch_slices_, options.training);
     ops::batch_norm_rows_forward(in_[0], in_[1], in_[2], in_[3], in_[4],
-                                 residual_ ? &in_[5] : nullptr, options_, out_[0], out_[1],
-                                 out_[2]);
+                                 residual_ ? &in_[5] : nullptr, options, out_[0], out_[1], out_[2]);
   }
 
  private:
   std::vector<Tensor> in_, out_;
   bool residual_;
+  std::string label_;
+  int64_t batch_slices_;
   ops::BatchNormRowsOptions options_;
 };
 
@@ -59,6 +66,8 @@ class BnReluBackward : public SpecialKernel {
   BnReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
+        label_(node_label(node)),
+        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
         training_(node.attrs.as<ops::BatchNormAttrs>().training),
         blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[2];
@@ -75,11 +84,14 @@ class BnReluBackward : public SpecialKernel {
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::batch_norm_rows_backward(in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], training_,
                                   out_[0], out_[1], out_[2], blocked_,
-                                  in_.size() > 6 ? &in_[6] : nullptr);
+                                  in_.size() > 6 ? &in_[6] : nullptr,
+                                  ops::batch_slices_member(label_, batch_slices_, training_));
   }
 
  private:
   std::vector<Tensor> in_, out_;
+  std::string label_;
+  int64_t batch_slices_;
   bool training_;
   bool blocked_;  // x, g, r and dx in oneDNN's nChw16c layout (passes/block_layout.cpp)
 };
@@ -91,6 +103,8 @@ class BnAddReluBackward : public SpecialKernel {
   BnAddReluBackward(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
+        label_(node_label(node)),
+        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
         training_(node.attrs.as<ops::BatchNormAttrs>().training),
         blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[3];
@@ -103,12 +117,15 @@ class BnAddReluBackward : public SpecialKernel {
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
-    ops::batch_norm_rows_backward_add_relu(in_[0], in_[1], in_[2], in_[3], in_[4], in_[5], in_[6],
-                                           training_, out_[3], out_[0], out_[1], out_[2], blocked_);
+    ops::batch_norm_rows_backward_add_relu(
+        in_[0], in_[1], in_[2], in_[3], in_[4], in_[5], in_[6], training_, out_[3], out_[0],
+        out_[1], out_[2], blocked_, ops::batch_slices_member(label_, batch_slices_, training_));
   }
 
  private:
   std::vector<Tensor> in_, out_;
+  std::string label_;
+  int64_t batch_slices_;
   bool training_;
   bool blocked_;
 };

@@ -15,6 +15,8 @@ class BnStatistics : public SpecialKernel {
   BnStatistics(const Node& node, std::span<const Tensor> in, std::span<const Tensor> out)
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
+        label_(node_label(node)),
+        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
         options_{.training = node.attrs.as<ops::BatchNormAttrs>().training,
                  .momentum = node.attrs.as<ops::BatchNormAttrs>().momentum,
                  .eps = node.attrs.as<ops::BatchNormAttrs>().eps,
@@ -26,11 +28,15 @@ class BnStatistics : public SpecialKernel {
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
-    ops::batch_norm_rows_statistics(in_[0], in_[3], in_[4], options_, out_[0], out_[1]);
+    ops::BatchNormRowsOptions options = options_;
+    options.slices = ops::batch_slices_member(label_, batch_slices_, options.training);
+    ops::batch_norm_rows_statistics(in_[0], in_[3], in_[4], options, out_[0], out_[1]);
   }
 
  private:
   std::vector<Tensor> in_, out_;
+  std::string label_;
+  int64_t batch_slices_;
   ops::BatchNormRowsOptions options_;
 };
 

@@ -473,23 +473,53 @@ void grad_sums_of_masked_sum(const T* a, const T* b, const T* relu_out, const T*
       sum_dy, sum_dy_xmu);
 }
 
-// From the two sums: dgamma, dbeta, and the per-position coefficients of
-// dx = k_dy·dy + k_xmu·(x - mean) + k_const.
+// The two gradient sums per channel over this tensor's rows (`local`), and over the whole batch
+// (`whole`: the same where the tensor is the batch, the slices' added up where it is one of
+// them).
+struct GradientSums {
+  std::vector<double> sum_dy, sum_dy_xmu;
+  int64_t rows = 0;
+  explicit GradientSums(int64_t c, int64_t rows_ = 0)
+      : sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c)), rows(rows_) {}
+};
+
+// The whole batch's sums from each slice's, added in member order (so every slice gets the same
+// bits).
+GradientSums whole_batch_sums(const GradientSums& local, const ThreadGroup::Member* slices) {
+  if (slices == nullptr) return local;
+  const size_t c = local.sum_dy.size();
+  std::vector<double> mine{double(local.rows)};
+  mine.insert(mine.end(), local.sum_dy.begin(), local.sum_dy.end());
+  mine.insert(mine.end(), local.sum_dy_xmu.begin(), local.sum_dy_xmu.end());
+  const std::span<const double> all = slices->all_gather(mine);
+  GradientSums whole{int64_t(c)};
+  for (size_t k = 0; k < all.size(); k += mine.size()) {
+    whole.rows += int64_t(all[k]);
+    for (size_t i = 0; i < c; ++i) {
+      whole.sum_dy[i] += all[k + 1 + i];
+      whole.sum_dy_xmu[i] += all[k + 1 + c + i];
+    }
+  }
+  return whole;
+}
+
+// From the sums: dgamma, dbeta (this tensor's), and the per-position coefficients of
+// dx = k_dy·dy + k_xmu·(x - mean) + k_const (the whole batch's statistics depend on every row).
 struct InputGradient {
   std::vector<float> k_dy, k_xmu, k_const;
 };
-InputGradient input_gradient(const Plan& plan, const double* sum_dy, const double* sum_dy_xmu,
+InputGradient input_gradient(const Plan& plan, const GradientSums& local, const GradientSums& whole,
                              const float* gamma, const float* inv_std, bool training, float* dgamma,
                              float* dbeta) {
   const int64_t c = plan.channels;
   std::vector<float> k_dy(static_cast<size_t>(c)), k_xmu(static_cast<size_t>(c)),
       k_const(static_cast<size_t>(c));
-  const double inv_rows = 1.0 / double(plan.total / c);
+  const double inv_rows = 1.0 / double(whole.rows);
   for (int64_t i = 0; i < c; ++i) {
     const double s = inv_std[i], k = double(gamma[i]) * s;
-    const double sdy = sum_dy[i], sdxmu = sum_dy_xmu[i];
-    dgamma[i] = float(sdxmu * s);
-    dbeta[i] = float(sdy);
+    dgamma[i] = float(local.sum_dy_xmu[size_t(i)] * s);
+    dbeta[i] = float(local.sum_dy[size_t(i)]);
+    const double sdy = whole.sum_dy[size_t(i)], sdxmu = whole.sum_dy_xmu[size_t(i)];
     k_dy[size_t(i)] = float(k);
     // In eval the statistics are constants, so only the direct term remains.
     k_xmu[size_t(i)] = training ? float(-k * s * s * sdxmu * inv_rows) : 0.0f;
@@ -525,6 +555,34 @@ void with_storage(DType t, F f) {
 
 namespace {
 
+// The whole batch's mean and biased variance per channel from each slice's (its rows, mean and
+// variance), gathered in member order and combined as Chan, Golub and LeVeque's pairwise update
+// does, which keeps the variance as accurate as one pass over the whole batch. Returns the
+// whole batch's rows.
+int64_t whole_batch_statistics(const ThreadGroup::Member& slices, int64_t rows, int64_t c,
+                               std::vector<double>& mean, std::vector<double>& var) {
+  std::vector<double> mine{double(rows)};
+  mine.insert(mine.end(), mean.begin(), mean.end());
+  mine.insert(mine.end(), var.begin(), var.end());
+  const std::span<const double> all = slices.all_gather(mine);
+  const size_t stride = mine.size(), cs = size_t(c);
+  double whole_rows = 0;
+  for (size_t k = 0; k < all.size(); k += stride) whole_rows += all[k];
+  for (size_t i = 0; i < cs; ++i) {
+    double m = 0;
+    for (size_t k = 0; k < all.size(); k += stride) m += all[k] * all[k + 1 + i];
+    m /= whole_rows;
+    double m2 = 0;
+    for (size_t k = 0; k < all.size(); k += stride) {
+      const double d = all[k + 1 + i] - m;
+      m2 += all[k] * (all[k + 1 + cs + i] + d * d);
+    }
+    mean[i] = m;
+    var[i] = m2 / whole_rows;
+  }
+  return int64_t(whole_rows);
+}
+
 // The statistics half of batch_norm_rows_forward: mean and inv_std, and in training the running
 // statistics' update. Returns false where there is nothing to normalize.
 bool statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
@@ -545,13 +603,18 @@ bool statistics(const Tensor& x, const Tensor& running_mean, const Tensor& runni
       using T = decltype(tag);
       batch_stats<T>(x.data<T>(), *plan, m.data(), v.data());
     });
-    const double mom = o.momentum, unbias = rows > 1 ? double(rows) / double(rows - 1) : 1.0;
+    const int64_t n = o.slices ? whole_batch_statistics(*o.slices, rows, c, m, v) : rows;
+    // The slices share the running statistics: one of them updates them.
+    const bool update = o.slices == nullptr || o.slices->index() == 0;
+    const double mom = o.momentum, unbias = n > 1 ? double(n) / double(n - 1) : 1.0;
     for (int64_t i = 0; i < c; ++i) {
       const double var = v[size_t(i)];
       mean[i] = float(m[size_t(i)]);
       inv_std[i] = float(1.0 / std::sqrt(var + o.eps));
-      rm[i] = float(mom * rm[i] + (1 - mom) * m[size_t(i)]);
-      rv[i] = float(mom * rv[i] + (1 - mom) * var * unbias);
+      if (update) {
+        rm[i] = float(mom * rm[i] + (1 - mom) * m[size_t(i)]);
+        rv[i] = float(mom * rv[i] + (1 - mom) * var * unbias);
+      }
     }
   } else {
     for (int64_t i = 0; i < c; ++i) {
@@ -658,7 +721,8 @@ std::optional<Plan> backward_plan(const char* fn, const Tensor& x,
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean_t, const Tensor& inv_std_t,
                               bool training, const Tensor& dx, const Tensor& dgamma_t,
-                              const Tensor& dbeta_t, bool blocked, const Tensor* relu_beta) {
+                              const Tensor& dbeta_t, bool blocked, const Tensor* relu_beta,
+                              const ThreadGroup::Member* slices) {
   const std::optional<Plan> maybe_plan = backward_plan(
       "batch_norm_rows_backward", x, {&dy, &dx, relu_out}, blocked, dgamma_t, dbeta_t);
   if (!maybe_plan) return;
@@ -686,17 +750,17 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
     scale_p = scale_per_position(plan, g, is);
     beta_p = per_position(plan, relu_beta->data<float>());
   }
-  std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
+  GradientSums local(c, plan.total / c);
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const MaskSource<T> m{mask == Mask::from_output ? relu_out->data<T>() : nullptr, scale_p.data(),
                           beta_p.data()};
     with_mask(mask, [&](auto kind) {
       constexpr Mask kMask = decltype(kind)::value;
-      grad_sums<T, kMask>(dy.data<T>(), m, x.data<T>(), plan, mean_p.data(), sum_dy.data(),
-                          sum_dy_xmu.data());
-      const InputGradient k =
-          input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(), g, is, training, dgamma, dbeta);
+      grad_sums<T, kMask>(dy.data<T>(), m, x.data<T>(), plan, mean_p.data(), local.sum_dy.data(),
+                          local.sum_dy_xmu.data());
+      const GradientSums whole = whole_batch_sums(local, training ? slices : nullptr);
+      const InputGradient k = input_gradient(plan, local, whole, g, is, training, dgamma, dbeta);
       grad_input<T, kMask>(dy.data<T>(), m, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
                            k.k_dy.data(), k.k_xmu.data(), k.k_const.data());
     });
@@ -707,7 +771,8 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
                                        const Tensor& x, const Tensor& gamma, const Tensor& mean_t,
                                        const Tensor& inv_std_t, bool training, const Tensor& dy,
                                        const Tensor& dx, const Tensor& dgamma_t,
-                                       const Tensor& dbeta_t, bool blocked) {
+                                       const Tensor& dbeta_t, bool blocked,
+                                       const ThreadGroup::Member* slices) {
   const std::optional<Plan> maybe_plan =
       backward_plan("batch_norm_rows_backward_add_relu", x, {&a, &b, &relu_out, &dy, &dx}, blocked,
                     dgamma_t, dbeta_t);
@@ -718,13 +783,15 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
   float* dbeta = dbeta_t.data<float>();
   const float* is = inv_std_t.data<float>();
   const std::vector<float> mean_p = per_position(plan, mean_t.data<float>());
-  std::vector<double> sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c));
+  GradientSums local(c, plan.total / c);
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     grad_sums_of_masked_sum<T>(a.data<T>(), b.data<T>(), relu_out.data<T>(), x.data<T>(),
-                               dy.data<T>(), plan, mean_p.data(), sum_dy.data(), sum_dy_xmu.data());
-    const InputGradient k = input_gradient(plan, sum_dy.data(), sum_dy_xmu.data(),
-                                           gamma.data<float>(), is, training, dgamma, dbeta);
+                               dy.data<T>(), plan, mean_p.data(), local.sum_dy.data(),
+                               local.sum_dy_xmu.data());
+    const GradientSums whole = whole_batch_sums(local, training ? slices : nullptr);
+    const InputGradient k =
+        input_gradient(plan, local, whole, gamma.data<float>(), is, training, dgamma, dbeta);
     grad_input<T, Mask::none>(dy.data<T>(), {}, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
                               k.k_dy.data(), k.k_xmu.data(), k.k_const.data());
   });
@@ -782,6 +849,20 @@ const char* batch_norm_layout_requirement(bool blocked) {
   return blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike";
 }
 
+const ThreadGroup::Member* batch_slices_member(std::string_view op, int64_t batch_slices,
+                                               bool training) {
+  if (batch_slices == 1 || !training) return nullptr;
+  const ThreadGroup::Member* member = ThreadGroup::Member::current();
+  if (batch_slices < 1 || member == nullptr || member->group().size() != batch_slices) {
+    throw Error(std::string(op) + ": the batch is split into " + std::to_string(batch_slices) +
+                " slices whose statistics are combined, but this thread runs " +
+                (member == nullptr ? std::string("outside a group of slices")
+                                   : "in a group of " + std::to_string(member->group().size())) +
+                " (only a batch-split step runs such a graph)");
+  }
+  return member;
+}
+
 KILN_ISA_DECLARE(void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma,
                                               const Tensor& beta, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor* residual,
@@ -794,11 +875,12 @@ KILN_ISA_DECLARE(void batch_norm_rows_statistics(const Tensor& x, const Tensor& 
 KILN_ISA_DECLARE(void batch_norm_rows_backward(
     const Tensor& dy, const Tensor* relu_out, const Tensor& x, const Tensor& gamma,
     const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dx,
-    const Tensor& dgamma, const Tensor& dbeta, bool blocked, const Tensor* relu_beta))
+    const Tensor& dgamma, const Tensor& dbeta, bool blocked, const Tensor* relu_beta,
+    const ThreadGroup::Member* slices))
 KILN_ISA_DECLARE(void batch_norm_rows_backward_add_relu(
     const Tensor& a, const Tensor& b, const Tensor& relu_out, const Tensor& x, const Tensor& gamma,
     const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dy, const Tensor& dx,
-    const Tensor& dgamma, const Tensor& dbeta, bool blocked))
+    const Tensor& dgamma, const Tensor& dbeta, bool blocked, const ThreadGroup::Member* slices))
 
 void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              const Tensor& running_mean, const Tensor& running_var,
@@ -815,17 +897,18 @@ void batch_norm_rows_statistics(const Tensor& x, const Tensor& running_mean,
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
                               bool training, const Tensor& dx, const Tensor& dgamma,
-                              const Tensor& dbeta, bool blocked, const Tensor* relu_beta) {
+                              const Tensor& dbeta, bool blocked, const Tensor* relu_beta,
+                              const ThreadGroup::Member* slices) {
   KILN_ISA_CALL(batch_norm_rows_backward, dy, relu_out, x, gamma, mean, inv_std, training, dx,
-                dgamma, dbeta, blocked, relu_beta);
+                dgamma, dbeta, blocked, relu_beta, slices);
 }
 void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const Tensor& relu_out,
                                        const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                        const Tensor& inv_std, bool training, const Tensor& dy,
                                        const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-                                       bool blocked) {
+                                       bool blocked, const ThreadGroup::Member* slices) {
   KILN_ISA_CALL(batch_norm_rows_backward_add_relu, a, b, relu_out, x, gamma, mean, inv_std,
-                training, dy, dx, dgamma, dbeta, blocked);
+                training, dy, dx, dgamma, dbeta, blocked, slices);
 }
 
 }  // namespace kiln::ops

@@ -12,6 +12,7 @@
 
 #include "kiln/ops/detail/nn_common.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
+#include "kiln/ops/kernels/copy.h"
 #include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
@@ -74,6 +75,17 @@ float* f32_data(const Tensor& t, std::string_view op, const char* what) {
   return t.data<float>();
 }
 
+// Statistics combined across batch slices run on the rows kernels alone: a tensor in another
+// layout goes through a rows-by-channels copy (channels-last for 4-D).
+Tensor rows_copy(const Tensor& t, std::string_view op) {
+  const Tensor rows = t.rank() == 4 ? to_channels_last(t) : t.contiguous();
+  if (!is_rows_by_channels(rows) || !can_run_batch_norm_rows(rows, {})) {
+    throw Error(std::string(op) + ": statistics combined across batch slices need f32 or bf16 " +
+                "[N, C] or [N, C, H, W] data, got " + describe(t));
+  }
+  return rows;
+}
+
 void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& attrs) {
   const BatchNormAttrs& a = attrs.as<BatchNormAttrs>();
   Tensor& y = out[0];
@@ -84,14 +96,22 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
   // Graph mode may hand x and y over in oneDNN's blocked layout (BatchNormAttrs::nchw16c): only the
   // rows kernels read it.
   const bool blocked = a.nchw16c != 0;
+  const ThreadGroup::Member* slices = batch_slices_member(kBatchNorm, a.batch_slices, a.training);
+  const BatchNormRowsOptions options{.training = a.training,
+                                     .momentum = a.momentum,
+                                     .eps = a.eps,
+                                     .relu = false,
+                                     .blocked = blocked,
+                                     .slices = slices};
   if (blocked || can_run_batch_norm_rows(x, {&y})) {
-    batch_norm_rows_forward(x, gamma, beta, in[3], in[4], nullptr,
-                            {.training = a.training,
-                             .momentum = a.momentum,
-                             .eps = a.eps,
-                             .relu = false,
-                             .blocked = blocked},
-                            y, out[1], out[2]);
+    batch_norm_rows_forward(x, gamma, beta, in[3], in[4], nullptr, options, y, out[1], out[2]);
+    return;
+  }
+  if (slices != nullptr) {
+    const Tensor xr = rows_copy(x, kBatchNorm);
+    const Tensor yr = Tensor::empty_like(xr);
+    batch_norm_rows_forward(xr, gamma, beta, in[3], in[4], nullptr, options, yr, out[1], out[2]);
+    strided_copy(yr, y);
     return;
   }
   int64_t c = x.dim(1);
@@ -147,7 +167,7 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
 
 std::vector<Tensor> bn_grad(const GradCtx& c) {
   const BatchNormAttrs& bn = c.attrs.as<BatchNormAttrs>();
-  Attrs a = BatchNormAttrs{.training = bn.training, .eps = bn.eps};
+  Attrs a = BatchNormAttrs{.training = bn.training, .eps = bn.eps, .batch_slices = bn.batch_slices};
   std::vector<Tensor> g =
       call(OpKind::batch_norm_grad,
            {c.grad_outputs[0], c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]}, a);
@@ -174,9 +194,20 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   Tensor gamma = nn::row_major(in[2]), mean = nn::row_major(in[3]);
   Tensor inv_std = nn::row_major(in[4]);
   const bool blocked = a.nchw16c != 0;  // as in bn_kernel
+  const ThreadGroup::Member* slices =
+      batch_slices_member(kBatchNormGrad, a.batch_slices, a.training);
   if (blocked || can_run_batch_norm_rows(x, {&dy, &dx})) {
     batch_norm_rows_backward(dy, nullptr, x, gamma, mean, inv_std, a.training, dx, out[1], out[2],
-                             blocked);
+                             blocked, nullptr, slices);
+    return;
+  }
+  if (slices != nullptr) {
+    const Tensor xr = rows_copy(x, kBatchNormGrad);
+    const Tensor dyr = same_layout(dy, xr);
+    const Tensor dxr = Tensor::empty_like(xr);
+    batch_norm_rows_backward(dyr, nullptr, xr, gamma, mean, inv_std, a.training, dxr, out[1],
+                             out[2], false, nullptr, slices);
+    strided_copy(dxr, dx);
     return;
   }
   int64_t c = x.dim(1);
