@@ -89,10 +89,6 @@ nn::Tensors trace_inputs(graph::Tracer& tracer, const nn::Tensors& inputs, int s
   return trace_network_inputs(tracer, metas);
 }
 
-}  // namespace
-
-namespace {
-
 // The network's forward and loss on a batch shaped as `inputs` and `labels`, traced.
 graph::Graph trace_forward(nn::Cell& net, nn::LossCell& loss, const nn::Tensors& inputs,
                            const Tensor& labels) {
@@ -280,11 +276,9 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
     for (int i = omp_get_thread_num(); i < slices; i += team) {
       try {
         if (team < slices && shared_statistics_ > 0) {
-          throw Error("batch-split step: the slices' BatchNorms meet, so its " +
-                      std::to_string(slices) +
-                      " slices need as many threads side by side; "
-                      "OpenMP gave " +
-                      std::to_string(team));
+          throw Error(detail::concat("batch-split step: the slices' BatchNorms meet, so its ",
+                                     slices, " slices need as many threads side by side; OpenMP "
+                                     "gave ", team));
         }
         KernelThreads alone(1);
         ThreadGroup::Member member(*group_, i);
