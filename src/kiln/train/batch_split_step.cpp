@@ -277,8 +277,10 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
       try {
         if (team < slices && shared_statistics_ > 0) {
           throw Error(detail::concat("batch-split step: the slices' BatchNorms meet, so its ",
-                                     slices, " slices need as many threads side by side; OpenMP "
-                                     "gave ", team));
+                                     slices,
+                                     " slices need as many threads side by side; OpenMP "
+                                     "gave ",
+                                     team));
         }
         KernelThreads alone(1);
         ThreadGroup::Member member(*group_, i);
