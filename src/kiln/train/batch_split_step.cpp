@@ -276,10 +276,8 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
     for (int i = omp_get_thread_num(); i < slices; i += team) {
       try {
         if (team < slices && shared_statistics_ > 0) {
-          throw Error(detail::concat("batch-split step: the slices' BatchNorms meet, so its ",
-                                     slices,
-                                     " slices need as many threads side by side; OpenMP "
-                                     "gave ",
+          throw Error(detail::concat("batch-split step: its ", slices, " slices meet at ",
+                                     "BatchNorm, so they need as many threads; OpenMP gave ",
                                      team));
         }
         KernelThreads alone(1);
