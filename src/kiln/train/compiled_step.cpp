@@ -392,12 +392,21 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     return std::make_unique<BatchSplitStep>(net_, loss_, opt_, options_, effective_amp(), inputs,
                                             labels, threads);
   };
-  const std::string split_str = "batch split into " + std::to_string(threads) + " slices of " +
-                                std::to_string(inputs[0].dim(0) / threads);
+  // "batch split into 2 slices of 32", and where BatchNorms meet across the slices, how many.
+  auto describe_split = [&](const BatchSplitStep* split) {
+    std::string d = "batch split into " + std::to_string(threads) + " slices of " +
+                    std::to_string(inputs[0].dim(0) / threads);
+    if (split != nullptr && split->shared_statistics() > 0) {
+      d += ", " + std::to_string(split->shared_statistics()) +
+           " BatchNorms combining the slices' statistics";
+    }
+    return d;
+  };
   if (forced_ == ThreadStrategy::batch_split) {
-    log = "; threads: " + split_str + " (as set)";
+    std::unique_ptr<BatchSplitStep> split = make_split();
+    log = "; threads: " + describe_split(split.get()) + " (as set)";
     chosen = ThreadStrategy::batch_split;
-    return make_split();
+    return split;
   }
   // Ranks would time their candidates differently and so run different numbers of trial steps,
   // each with collectives every rank must join: under MPI the choice must not be measured.
@@ -406,6 +415,7 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     return nullptr;
   }
   std::unique_ptr<BatchSplitStep> split = make_split();
+  const std::string split_str = describe_split(split.get());
   graph::CompileOptions one_options = options;
   one_options.kernel_threads = 1;
   auto one = std::make_unique<graph::Executable>(std::move(one_thread_graph), one_options);
