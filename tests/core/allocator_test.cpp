@@ -196,5 +196,18 @@ TEST(Allocator, EmptyCacheAndLimit) {
   EXPECT_GT(peak_rss_mb(), 0.0);
 }
 
+TEST(Allocator, AvailableMemoryIsTheSystemsAndWhatALimitLeaves) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory takes the address space a limit would leave";
+#endif
+  const int64_t system = available_memory_bytes();
+  EXPECT_GT(system, int64_t(1) << 20) << "MemAvailable is read from /proc/meminfo";
+  ScopedAddressSpaceLimit limit(size_t(100) << 20);
+  ASSERT_TRUE(limit.ok());
+  const int64_t limited = available_memory_bytes();
+  EXPECT_GT(limited, 0);
+  EXPECT_LE(limited, int64_t(100) << 20) << "under a limit, at most what is left below it";
+}
+
 }  // namespace
 }  // namespace kiln::allocator_test

@@ -181,6 +181,15 @@ TEST(BatchSplit, BatchNormStepEqualsTheWholeBatchStep) {
   }
 }
 
+TEST(BatchSplit, NotTriedWhereItsArenasWouldCrowdTheMemoryLeft) {
+  constexpr int64_t kMiB = int64_t(1) << 20;
+  EXPECT_EQ(split_exceeds_memory(100 * kMiB, 1000 * kMiB), "");
+  EXPECT_EQ(split_exceeds_memory(300 * kMiB, -1), "") << "unknown memory: tried";
+  const std::string why = split_exceeds_memory(300 * kMiB, 1000 * kMiB);
+  EXPECT_NE(why.find("300 MiB"), std::string::npos) << why;
+  EXPECT_NE(why.find("1000 MiB available"), std::string::npos) << why;
+}
+
 TEST(BatchSplit, UnevenBatchFallsBackToTheWholeBatch) {
   ScopedThreadBudget two(2);
   EXPECT_EQ(train("lenet", 15, ThreadStrategy::batch_split).strategy, ThreadStrategy::per_kernel);

@@ -2,12 +2,17 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -177,6 +182,28 @@ double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return double(usage.ru_maxrss) / 1024.0;
+}
+
+int64_t available_memory_bytes() {
+  int64_t available = -1;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    int64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    int64_t pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;  // the address space in use, in pages
+    const int64_t left = int64_t(limit.rlim_cur) - pages * int64_t(sysconf(_SC_PAGESIZE));
+    available = available < 0 ? std::max<int64_t>(left, 0) : std::min(available, left);
+  }
+  return available;
 }
 
 }  // namespace kiln

@@ -42,4 +42,8 @@ void set_allocation_observer(AllocationObserver observer);
 // Peak resident set size of the process, in MiB (from getrusage).
 double peak_rss_mb();
 
+// Bytes the process could still get: the system's MemAvailable (/proc/meminfo), and under an
+// address-space limit (ulimit -v) at most what is left below it. -1 where neither is known.
+int64_t available_memory_bytes();
+
 }  // namespace kiln

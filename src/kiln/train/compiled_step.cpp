@@ -12,6 +12,7 @@
 #include "kiln/amp/autocast.h"
 #include "kiln/amp/placement.h"
 #include "kiln/comm/communicator.h"
+#include "kiln/core/allocator.h"
 #include "kiln/core/context.h"
 #include "kiln/core/error.h"
 #include "kiln/core/threads.h"
@@ -67,6 +68,13 @@ double thread_strategy_handicap(ThreadStrategy s) {
 }
 
 }  // namespace
+
+std::string split_exceeds_memory(int64_t arena_bytes, int64_t available_bytes) {
+  if (available_bytes < 0 || arena_bytes <= available_bytes / 4) return {};
+  auto mib = [](int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20); };
+  return "its slices' arenas would add about " + mib(arena_bytes) + " MiB, over a quarter of the " +
+         mib(available_bytes) + " MiB available";
+}
 
 graph::CompileOptions options_from_context() {
   const Context& c = get_context();
@@ -414,7 +422,12 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     log = "; threads: per kernel (not measured: every rank must choose alike)";
     return nullptr;
   }
-  std::unique_ptr<BatchSplitStep> split = make_split();
+  // Timing the split keeps its slices' arenas (about the whole batch's again) beside the whole
+  // batch's, and both stay if it wins: not where that would take over a quarter of the memory
+  // still available (a ResNet-50 at 224² on a small machine).
+  const std::string too_big =
+      split_exceeds_memory(whole->report().arena_bytes, available_memory_bytes());
+  std::unique_ptr<BatchSplitStep> split = too_big.empty() ? make_split() : nullptr;
   const std::string split_str = describe_split(split.get());
   graph::CompileOptions one_options = options;
   one_options.kernel_threads = 1;
@@ -482,7 +495,7 @@ std::unique_ptr<BatchSplitStep> CompiledTrainStep::choose_thread_strategy(
     std::snprintf(ms, sizeof(ms), " %.3f", median_ms(c.seconds));
     log += " " + strategy_name(c.strategy, "batch split") + ms;
   }
-  log += ")" + no_split;
+  log += ")" + no_split + (too_big.empty() ? "" : " (no batch split: " + too_big + ")");
   if (close.size() > 1) {
     std::vector<double> handicaps;
     std::vector<ThreadStrategy> strategies;

@@ -65,6 +65,12 @@ enum class ThreadStrategy {
 // whole); unset or "measure": none. Throws Error naming the variable for any other value.
 std::optional<ThreadStrategy> thread_strategy_from_environment();
 
+// Why a batch split is not tried beside a whole-batch step whose arena is `arena_bytes`, with
+// `available_bytes` of memory left (available_memory_bytes(); < 0: unknown): its slices' arenas
+// add about as much again, and it is not tried where that is over a quarter of what is left.
+// Empty when it may be.
+std::string split_exceeds_memory(int64_t arena_bytes, int64_t available_bytes);
+
 class CompiledTrainStep {
  public:
   // With amp at O1..O3 the forward pass and loss are traced under amp::AutocastScope, so the
