@@ -233,23 +233,32 @@ void bind_nn(py::module_& m) {
       .def("append", &nn::SequentialCell::append, py::keep_alive<1, 2>())
       .def("__len__", &nn::SequentialCell::size)
       .def("__getitem__", [](const nn::SequentialCell& s, size_t i) { return s[i]; });
-  py::class_<nn::BatchNorm2d, nn::Cell, std::shared_ptr<nn::BatchNorm2d>>(nn, "BatchNorm2d")
-      .def(py::init([](int64_t num_features, double eps, double momentum, bool affine,
-                       const py::object& gamma_init, const py::object& beta_init) {
-             return std::make_shared<nn::BatchNorm2d>(
-                 num_features, nn::BatchNorm2dOptions{.eps = eps,
-                                                      .momentum = momentum,
-                                                      .affine = affine,
-                                                      .gamma_init = initializer_from(gamma_init),
-                                                      .beta_init = initializer_from(beta_init)});
-           }),
-           py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9,
-           py::arg("affine") = true, py::arg("gamma_init") = py::none(),
-           py::arg("beta_init") = py::none())
-      .def_property_readonly("gamma", &nn::BatchNorm2d::gamma)
+  // BatchNorm2d's and SyncBatchNorm's constructor (MindSpore's arguments).
+  auto batch_norm_init = [](auto& cls) {
+    using Layer = typename std::remove_reference_t<decltype(cls)>::type;
+    cls.def(py::init([](int64_t num_features, double eps, double momentum, bool affine,
+                        const py::object& gamma_init, const py::object& beta_init) {
+              return std::make_shared<Layer>(
+                  num_features, nn::BatchNorm2dOptions{.eps = eps,
+                                                       .momentum = momentum,
+                                                       .affine = affine,
+                                                       .gamma_init = initializer_from(gamma_init),
+                                                       .beta_init = initializer_from(beta_init)});
+            }),
+            py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9,
+            py::arg("affine") = true, py::arg("gamma_init") = py::none(),
+            py::arg("beta_init") = py::none());
+  };
+  py::class_<nn::BatchNorm2d, nn::Cell, std::shared_ptr<nn::BatchNorm2d>> batch_norm(nn,
+                                                                                     "BatchNorm2d");
+  batch_norm_init(batch_norm);
+  batch_norm.def_property_readonly("gamma", &nn::BatchNorm2d::gamma)
       .def_property_readonly("beta", &nn::BatchNorm2d::beta)
       .def_property_readonly("moving_mean", &nn::BatchNorm2d::moving_mean)
       .def_property_readonly("moving_variance", &nn::BatchNorm2d::moving_variance);
+  py::class_<nn::SyncBatchNorm, nn::BatchNorm2d, std::shared_ptr<nn::SyncBatchNorm>>
+      sync_batch_norm(nn, "SyncBatchNorm");
+  batch_norm_init(sync_batch_norm);
   py::class_<nn::LayerNorm, nn::Cell, std::shared_ptr<nn::LayerNorm>>(nn, "LayerNorm")
       .def(py::init([](std::vector<int64_t> normalized_shape, const py::object& gamma_init,
                        const py::object& beta_init, double epsilon) {

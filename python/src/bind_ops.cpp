@@ -137,7 +137,7 @@ void bind_ops(py::module_& m) {
           py::arg("stride") = py::none(), py::arg("padding") = 0);
   ops.def("batch_norm", &ops::batch_norm, py::arg("x"), py::arg("gamma"), py::arg("beta"),
           py::arg("running_mean"), py::arg("running_var"), py::arg("training"),
-          py::arg("momentum") = 0.9, py::arg("eps") = 1e-5);
+          py::arg("momentum") = 0.9, py::arg("eps") = 1e-5, py::arg("sync_ranks") = false);
   ops.def("layer_norm", &ops::layer_norm, py::arg("x"), py::arg("gamma"), py::arg("beta"),
           py::arg("eps") = 1e-7);
   ops.def("dropout", &ops::dropout, py::arg("x"), py::arg("p") = 0.5, py::arg("training") = true);

@@ -2,6 +2,8 @@
 // (BatchNormAttrs::batch_slices): each slice, run on its own thread of a ThreadGroup, must
 // compute what the whole-batch op computes for its rows, in every layout the op takes; the
 // running statistics are updated once; and outside a group the op says why it cannot run.
+// Across ranks (sync_ranks) the same kernels gather through the communicator instead: under
+// mpirun in tests/parallel/mpi/data_parallel_test.cpp (SyncBatchNorm), alone here.
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -166,6 +168,30 @@ TEST(BatchNormSlices, OutsideAGroupTheOpSaysWhyItCannotRun) {
   // In eval the running statistics are used: nothing to combine, so it runs anywhere.
   const ops::Attrs eval = ops::BatchNormAttrs{.eps = 1e-5, .batch_slices = 2};
   EXPECT_NO_THROW(ops::call(ops::OpKind::batch_norm, {x, gamma, beta, rm, rv}, eval));
+  // A data-parallel rank runs its batch whole: slices and ranks at once is a mistake.
+  const ops::Attrs both =
+      ops::BatchNormAttrs{.training = true, .eps = 1e-5, .batch_slices = 2, .sync_ranks = true};
+  expect_error_mentions(
+      [&] {
+        ops::call(ops::OpKind::batch_norm, {x, gamma, beta, rm, rv}, both);
+      },
+      {"batch_norm", "batch_slices", "sync_ranks"});
+}
+
+// Statistics across ranks in a process that is the whole job: its own batch is the batch.
+TEST(BatchNormSlices, AcrossRanksAloneIsThePlainOp) {
+  const Tensor x = random_tensor({6, 3}, 10), gamma = random_tensor({3}, 11);
+  const Tensor beta = random_tensor({3}, 12);
+  const Tensor rv = random_tensor({3}, 14, 0.5f, 1.5f);
+  Tensor rm_plain = random_tensor({3}, 13), rv_plain = rv.clone();
+  Tensor rm_sync = rm_plain.clone(), rv_sync = rv.clone();
+  const std::vector<Tensor> plain =
+      ops::batch_norm(x, gamma, beta, rm_plain, rv_plain, true, 0.9, 1e-5);
+  const std::vector<Tensor> sync =
+      ops::batch_norm(x, gamma, beta, rm_sync, rv_sync, true, 0.9, 1e-5, true);
+  expect_close(values(sync[0]), values(plain[0]), 0, 0, "y");
+  expect_close(values(rm_sync), values(rm_plain), 0, 0, "running_mean");
+  expect_close(values(rv_sync), values(rv_plain), 0, 0, "running_var");
 }
 
 }  // namespace

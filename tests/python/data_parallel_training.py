@@ -21,12 +21,15 @@ STEPS = 12
 class SmallNet(nn.Cell):
     def __init__(self):
         super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.norm = nn.SyncBatchNorm(4)  # under DATA_PARALLEL, the whole global batch's statistics
         self.flatten = nn.Flatten()
-        self.hidden = nn.Dense(784, 32)
+        self.hidden = nn.Dense(4 * 784, 32)
         self.act = nn.ReLU()
         self.out = nn.Dense(32, 10)
 
     def construct(self, x):
+        x = self.act(self.norm(self.conv(x)))
         return self.out(self.act(self.hidden(self.flatten(x))))
 
 

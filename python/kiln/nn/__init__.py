@@ -2,7 +2,8 @@
 from .cell import Cell
 from .._kiln.nn import (AvgPool2d, BatchNorm2d, Conv2d, Dense, Dropout, Embedding, Flatten, GELU,
                         Identity, L1Loss, LayerNorm, LossBase, MaxPool2d, MSELoss, ReLU,
-                        SequentialCell, Sigmoid, SoftmaxCrossEntropyWithLogits, Tanh)
+                        SequentialCell, Sigmoid, SoftmaxCrossEntropyWithLogits, SyncBatchNorm,
+                        Tanh)
 from .._kiln.nn import (Adam, AdamW, AdamWeightDecay, Momentum, Optimizer, SGD,
                         cosine_decay_lr, linear_warmup, piecewise_constant_lr, step_lr)
 from .metrics import Accuracy, Loss

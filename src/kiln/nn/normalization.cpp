@@ -1,18 +1,25 @@
 #include "kiln/nn/normalization.h"
 
 #include "kiln/core/error.h"
+#include "kiln/core/parallel_context.h"
 #include "kiln/ops/functional.h"
 
 namespace kiln::nn {
 
 BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNorm2dOptions options)
-    : Cell("BatchNorm2d"), num_features_(num_features), options_(std::move(options)) {
+    : BatchNorm2d("BatchNorm2d", num_features, std::move(options), false) {}
+
+BatchNorm2d::BatchNorm2d(const std::string& name, int64_t num_features, BatchNorm2dOptions options,
+                         bool sync_ranks)
+    : Cell(name),
+      num_features_(num_features),
+      options_(std::move(options)),
+      sync_ranks_(sync_ranks) {
   if (num_features <= 0) {
-    throw Error("BatchNorm2d: num_features must be > 0, got " + std::to_string(num_features));
+    throw Error(name + ": num_features must be > 0, got " + std::to_string(num_features));
   }
   if (!(options_.momentum >= 0 && options_.momentum <= 1)) {
-    throw Error("BatchNorm2d: momentum must lie in [0, 1], got " +
-                std::to_string(options_.momentum));
+    throw Error(name + ": momentum must lie in [0, 1], got " + std::to_string(options_.momentum));
   }
   Shape c{num_features};
   Tensor gamma = initializer(options_.gamma_init ? options_.gamma_init : One(), c);
@@ -30,14 +37,19 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNorm2dOptions options)
 
 Tensor BatchNorm2d::construct(const Tensor& x) {
   if (x.rank() != 4 || x.dim(1) != num_features_) {
-    throw ShapeError("BatchNorm2d: input " + describe(x) + " is not [N, " +
+    throw ShapeError(cell_name() + ": input " + describe(x) + " is not [N, " +
                      std::to_string(num_features_) + ", H, W]");
   }
+  const bool sync = sync_ranks_ && training() &&
+                    get_auto_parallel_context().parallel_mode == ParallelMode::DATA_PARALLEL;
   return batch_norm_.run([&] {
     return ops::batch_norm(x, gamma_, beta_, moving_mean_, moving_variance_, training(),
-                           options_.momentum, options_.eps)[0];
+                           options_.momentum, options_.eps, sync)[0];
   });
 }
+
+SyncBatchNorm::SyncBatchNorm(int64_t num_features, BatchNorm2dOptions options)
+    : BatchNorm2d("SyncBatchNorm", num_features, std::move(options), true) {}
 
 LayerNorm::LayerNorm(std::vector<int64_t> normalized_shape, LayerNormOptions options)
     : Cell("LayerNorm"), normalized_shape_(std::move(normalized_shape)), options_(options) {

@@ -1,4 +1,5 @@
 #pragma once
+#include <string>
 #include <vector>
 
 #include "kiln/nn/cell.h"
@@ -23,6 +24,12 @@ class BatchNorm2d : public Cell {
   explicit BatchNorm2d(int64_t num_features, BatchNorm2dOptions options = {});
   Tensor construct(const Tensor& x) override;
 
+ protected:
+  // SyncBatchNorm's: the same layer under another name, its statistics across the ranks.
+  BatchNorm2d(const std::string& name, int64_t num_features, BatchNorm2dOptions options,
+              bool sync_ranks);
+
+ public:
   Tensor gamma() const { return gamma_; }
   Tensor beta() const { return beta_; }
   Tensor moving_mean() const { return moving_mean_; }
@@ -34,10 +41,20 @@ class BatchNorm2d : public Cell {
  private:
   int64_t num_features_;
   BatchNorm2dOptions options_;
+  bool sync_ranks_ = false;
   Tensor gamma_, beta_;
   Tensor moving_mean_;
   Tensor moving_variance_;
   Primitive batch_norm_{ops::OpKind::batch_norm};
+};
+
+// MindSpore's nn.SyncBatchNorm: BatchNorm2d whose training statistics, under DATA_PARALLEL, are
+// those of the job's whole batch (every rank's shard), not of the rank's own shard, so a
+// data-parallel job normalizes exactly as one process with the whole batch would. Each rank
+// keeps the same running statistics. In other parallel modes and alone it is BatchNorm2d.
+class SyncBatchNorm : public BatchNorm2d {
+ public:
+  explicit SyncBatchNorm(int64_t num_features, BatchNorm2dOptions options = {});
 };
 
 struct LayerNormOptions {

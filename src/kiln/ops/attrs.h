@@ -141,7 +141,10 @@ struct BatchNormAttrs {
   // backward the gradient's sums) are combined across the slices, so every slice normalizes
   // with the whole batch's, and only slice 0 updates the running statistics. 1: x is the batch.
   int64_t batch_slices = 1;
-  KILN_ATTRS_FIELDS(training, momentum, eps, nchw16c, batch_slices);
+  // In training, x is this rank's shard of a data-parallel batch, and the statistics (and the
+  // gradient's sums) are combined across the job's ranks: nn::SyncBatchNorm.
+  bool sync_ranks = false;
+  KILN_ATTRS_FIELDS(training, momentum, eps, nchw16c, batch_slices, sync_ranks);
   bool operator==(const BatchNormAttrs&) const = default;
 };
 

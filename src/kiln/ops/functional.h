@@ -96,10 +96,11 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opt);
 
 // Batch norm over channel dim 1. In training, uses batch statistics and updates running_mean /
 // running_var in place (momentum as in MindSpore: running = momentum*running + (1-momentum)*batch).
-// Returns {y, saved_mean, saved_inv_std}.
+// Returns {y, saved_mean, saved_inv_std}. sync_ranks: x is this rank's shard of a data-parallel
+// batch, and the statistics are the whole batch's, across the job's ranks (nn::SyncBatchNorm).
 std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                const Tensor& running_mean, const Tensor& running_var, bool training,
-                               double momentum, double eps);
+                               double momentum, double eps, bool sync_ranks = false);
 // Layer norm over the last gamma.rank() dims; returns {y, mean, inv_std}.
 std::vector<Tensor> layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                double eps);

@@ -142,8 +142,8 @@ std::optional<Strategy> pool_follow(std::span<const TensorMeta>, const Attrs&, i
 constexpr char kBatchStatistics[] =
     "in training only the channels (dimension 1) can be split: the batch statistics cover every "
     "sample and position of a channel, and a rank holding part of the batch or of the image "
-    "would normalize with its own part's statistics (reducing them across ranks, as "
-    "SyncBatchNorm does, is not built)";
+    "would normalize with its own part's statistics (a sharded op does not reduce them across "
+    "ranks, as SyncBatchNorm does under DATA_PARALLEL)";
 
 ShardedForm batch_norm_form(std::span<const TensorMeta>, const Attrs& attrs, const Strategy& s) {
   const BatchNormAttrs& a = attrs.as<BatchNormAttrs>();
@@ -205,8 +205,9 @@ const ShardRule kBatchNormShardRule = {
     .accepts =
         "((1, c, 1, 1), (c,), (c,), (c,), (c,)) in training: the channels, each rank normalizing "
         "its own with their own statistics (exact); the batch and spatial dimensions whole, since "
-        "statistics reduced across ranks (SyncBatchNorm) are not built; in evaluation (running "
-        "statistics) any split, the vectors split like the channels",
+        "a sharded op does not reduce statistics across ranks (SyncBatchNorm does, under "
+        "DATA_PARALLEL); in evaluation (running statistics) any split, the vectors split like the "
+        "channels",
     .form = batch_norm_form,
     .follow = batch_norm_follow,
 };

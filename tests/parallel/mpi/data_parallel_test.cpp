@@ -15,7 +15,13 @@
 #include "kiln/core/random.h"
 #include "kiln/data/dataset.h"
 #include "kiln/models/zoo.h"
+#include "kiln/nn/activation.h"
+#include "kiln/nn/basic.h"
+#include "kiln/nn/container.h"
+#include "kiln/nn/conv.h"
+#include "kiln/nn/dense.h"
 #include "kiln/nn/loss.h"
+#include "kiln/nn/normalization.h"
 #include "kiln/ops/functional.h"
 #include "kiln/optim/momentum.h"
 #include "kiln/parallel/data_parallel.h"
@@ -53,6 +59,16 @@ std::pair<Tensor, Tensor> shard(const std::pair<Tensor, Tensor>& batch, int r, i
   return {x, Tensor::from_vector(y, Shape{n})};
 }
 
+// A zoo model, or "conv_sync_bn": a convolution, SyncBatchNorm in training, relu and a dense
+// layer, whose statistics under DATA_PARALLEL are the whole job's batch.
+std::shared_ptr<nn::Cell> make_net(const std::string& name) {
+  if (name != "conv_sync_bn") return models::create(name);
+  return std::make_shared<nn::SequentialCell>(std::vector<std::shared_ptr<nn::Cell>>{
+      std::make_shared<nn::Conv2d>(1, 4, 3), std::make_shared<nn::SyncBatchNorm>(4),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Dense>(4 * 28 * 28, 10)});
+}
+
 struct Trained {
   std::vector<std::vector<float>> params;
   std::vector<float> losses;
@@ -70,7 +86,7 @@ Trained train(const std::string& model_name, ExecutionMode mode, bool data_paral
   }
   // Rank-dependent seeds: the broadcast at the start must make the weights equal.
   set_seed(data_parallel ? 7 + uint64_t(comm::rank()) : 7);
-  auto net = models::create(model_name);
+  auto net = make_net(model_name);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), optim::constant_lr(0.05),
                                                optim::MomentumOptions{.momentum = 0.9});
@@ -82,7 +98,8 @@ Trained train(const std::string& model_name, ExecutionMode mode, bool data_paral
     auto [x, y] = data_parallel ? shard(batch, comm::rank(), ranks) : batch;
     out.losses.push_back(model.train_step(x, y));
   }
-  for (const Tensor& p : net->trainable_params()) out.params.push_back(p.to_vector<float>());
+  // The parameters and the buffers (BatchNorm's running statistics).
+  for (const auto& [name, t] : net->state_and_names()) out.params.push_back(t.to_vector<float>());
   reset_auto_parallel_context();
   return out;
 }
@@ -129,6 +146,15 @@ TEST(DataParallel, LenetGraphEqualsSingleProcess) {
   expect_same_training("lenet", GRAPH_MODE);
 }
 
+// SyncBatchNorm: each rank normalizes its shard with the whole batch's statistics, so the job
+// trains what one process trains on the whole batch, running statistics included.
+TEST(DataParallel, SyncBatchNormEagerEqualsSingleProcess) {
+  expect_same_training("conv_sync_bn", PYNATIVE_MODE);
+}
+TEST(DataParallel, SyncBatchNormGraphEqualsSingleProcess) {
+  expect_same_training("conv_sync_bn", GRAPH_MODE);
+}
+
 TEST(DataParallel, ResNet20Trains) {
   set_context({.mode = GRAPH_MODE, .enable_graph_kernel = true});
   set_auto_parallel_context({.parallel_mode = ParallelMode::DATA_PARALLEL,
@@ -157,8 +183,8 @@ TEST(DataParallel, ShardsCoverTheDataOnceAcrossRanks) {
   const int64_t rows = 50 * comm::size();
   std::vector<int32_t> ids(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) ids[size_t(i)] = int32_t(i);
-  data::Dataset ds = data::NumpySlicesDataset({Tensor::from_vector(ids, Shape{rows})}, {"id"},
-                                                    {.shuffle = true});
+  data::Dataset ds =
+      data::NumpySlicesDataset({Tensor::from_vector(ids, Shape{rows})}, {"id"}, {.shuffle = true});
   EXPECT_EQ(ds.get_dataset_size(), rows / comm::size());
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::vector<int32_t> mine;

@@ -3,14 +3,19 @@
 // batch_norm_grad ops use for the same layouts: the statistics bookkeeping (running mean and
 // variance update, inv_std) is shared code, so fused and unfused steps agree. The fusion pass
 // forms these nodes only over channels-last 4-D or [N, C] activations. A node whose batch is
-// split into slices (BatchNormAttrs::batch_slices) finds its slices' group when it runs: the
-// thread that runs it is the slice's.
+// one part of several (a batch split's slice, a rank's shard: ops/kernels/batch_norm_parts.h)
+// finds the other parts when it runs.
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/fused_kernels.h"
 #include "kiln/ops/kernels/batch_norm_rows.h"
 
 namespace kiln::graph {
 namespace {
+
+std::unique_ptr<ops::BatchParts> batch_parts_of(const std::string& label,
+                                                const ops::BatchNormAttrs& bn) {
+  return ops::batch_parts(label, bn.batch_slices, bn.sync_ranks, bn.training);
+}
 
 void check_vector(const Node& node, const Tensor& t, int64_t c, const char* what) {
   if (t.dtype() != DType::f32 || t.shape() != Shape{c} || !t.is_contiguous()) {
@@ -27,7 +32,7 @@ class BnReluForward : public SpecialKernel {
         out_(out.begin(), out.end()),
         residual_(in.size() > 5),
         label_(node_label(node)),
-        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
+        bn_(node.attrs.as<ops::BatchNormAttrs>()),
         options_{.training = node.attrs.as<ops::BatchNormAttrs>().training,
                  .momentum = node.attrs.as<ops::BatchNormAttrs>().momentum,
                  .eps = node.attrs.as<ops::BatchNormAttrs>().eps,
@@ -45,7 +50,8 @@ class BnReluForward : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::BatchNormRowsOptions options = options_;
-    options.slices = ops::batch_slices_member(label_, batch_slices_, options.training);
+    const auto parts = batch_parts_of(label_, bn_);
+    options.parts = parts.get();
     ops::batch_norm_rows_forward(in_[0], in_[1], in_[2], in_[3], in_[4],
                                  residual_ ? &in_[5] : nullptr, options, out_[0], out_[1], out_[2]);
   }
@@ -54,7 +60,7 @@ class BnReluForward : public SpecialKernel {
   std::vector<Tensor> in_, out_;
   bool residual_;
   std::string label_;
-  int64_t batch_slices_;
+  ops::BatchNormAttrs bn_;  // which parts of the batch meet (batch_norm_parts.h)
   ops::BatchNormRowsOptions options_;
 };
 
@@ -67,7 +73,7 @@ class BnReluBackward : public SpecialKernel {
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
         label_(node_label(node)),
-        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
+        bn_(node.attrs.as<ops::BatchNormAttrs>()),
         training_(node.attrs.as<ops::BatchNormAttrs>().training),
         blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[2];
@@ -82,16 +88,15 @@ class BnReluBackward : public SpecialKernel {
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
-    ops::batch_norm_rows_backward(in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], training_,
-                                  out_[0], out_[1], out_[2], blocked_,
-                                  in_.size() > 6 ? &in_[6] : nullptr,
-                                  ops::batch_slices_member(label_, batch_slices_, training_));
+    ops::batch_norm_rows_backward(
+        in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], training_, out_[0], out_[1], out_[2],
+        blocked_, in_.size() > 6 ? &in_[6] : nullptr, batch_parts_of(label_, bn_).get());
   }
 
  private:
   std::vector<Tensor> in_, out_;
   std::string label_;
-  int64_t batch_slices_;
+  ops::BatchNormAttrs bn_;  // which parts of the batch meet (batch_norm_parts.h)
   bool training_;
   bool blocked_;  // x, g, r and dx in oneDNN's nChw16c layout (passes/block_layout.cpp)
 };
@@ -104,7 +109,7 @@ class BnAddReluBackward : public SpecialKernel {
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
         label_(node_label(node)),
-        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
+        bn_(node.attrs.as<ops::BatchNormAttrs>()),
         training_(node.attrs.as<ops::BatchNormAttrs>().training),
         blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[3];
@@ -117,15 +122,15 @@ class BnAddReluBackward : public SpecialKernel {
   }
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
-    ops::batch_norm_rows_backward_add_relu(
-        in_[0], in_[1], in_[2], in_[3], in_[4], in_[5], in_[6], training_, out_[3], out_[0],
-        out_[1], out_[2], blocked_, ops::batch_slices_member(label_, batch_slices_, training_));
+    ops::batch_norm_rows_backward_add_relu(in_[0], in_[1], in_[2], in_[3], in_[4], in_[5], in_[6],
+                                           training_, out_[3], out_[0], out_[1], out_[2], blocked_,
+                                           batch_parts_of(label_, bn_).get());
   }
 
  private:
   std::vector<Tensor> in_, out_;
   std::string label_;
-  int64_t batch_slices_;
+  ops::BatchNormAttrs bn_;  // which parts of the batch meet (batch_norm_parts.h)
   bool training_;
   bool blocked_;
 };

@@ -16,7 +16,7 @@ class BnStatistics : public SpecialKernel {
       : in_(in.begin(), in.end()),
         out_(out.begin(), out.end()),
         label_(node_label(node)),
-        batch_slices_(node.attrs.as<ops::BatchNormAttrs>().batch_slices),
+        bn_(node.attrs.as<ops::BatchNormAttrs>()),
         options_{.training = node.attrs.as<ops::BatchNormAttrs>().training,
                  .momentum = node.attrs.as<ops::BatchNormAttrs>().momentum,
                  .eps = node.attrs.as<ops::BatchNormAttrs>().eps,
@@ -29,14 +29,15 @@ class BnStatistics : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::BatchNormRowsOptions options = options_;
-    options.slices = ops::batch_slices_member(label_, batch_slices_, options.training);
+    const auto parts = ops::batch_parts(label_, bn_.batch_slices, bn_.sync_ranks, bn_.training);
+    options.parts = parts.get();
     ops::batch_norm_rows_statistics(in_[0], in_[3], in_[4], options, out_[0], out_[1]);
   }
 
  private:
   std::vector<Tensor> in_, out_;
   std::string label_;
-  int64_t batch_slices_;
+  ops::BatchNormAttrs bn_;  // which parts of the batch meet (batch_norm_parts.h)
   ops::BatchNormRowsOptions options_;
 };
 

@@ -474,7 +474,7 @@ void grad_sums_of_masked_sum(const T* a, const T* b, const T* relu_out, const T*
 }
 
 // The two gradient sums per channel over this tensor's rows (`local`), and over the whole batch
-// (`whole`: the same where the tensor is the batch, the slices' added up where it is one of
+// (`whole`: the same where the tensor is the batch, the parts' added up where it is one of
 // them).
 struct GradientSums {
   std::vector<double> sum_dy, sum_dy_xmu;
@@ -483,15 +483,15 @@ struct GradientSums {
       : sum_dy(static_cast<size_t>(c)), sum_dy_xmu(static_cast<size_t>(c)), rows(rows_) {}
 };
 
-// The whole batch's sums from each slice's, added in member order (so every slice gets the same
+// The whole batch's sums from each part's, added in part order (so every part gets the same
 // bits).
-GradientSums whole_batch_sums(const GradientSums& local, const ThreadGroup::Member* slices) {
-  if (slices == nullptr) return local;
+GradientSums whole_batch_sums(const GradientSums& local, const BatchParts* parts) {
+  if (parts == nullptr) return local;
   const size_t c = local.sum_dy.size();
   std::vector<double> mine{double(local.rows)};
   mine.insert(mine.end(), local.sum_dy.begin(), local.sum_dy.end());
   mine.insert(mine.end(), local.sum_dy_xmu.begin(), local.sum_dy_xmu.end());
-  const std::span<const double> all = slices->all_gather(mine);
+  const std::vector<double> all = parts->all_gather(mine);
   GradientSums whole{int64_t(c)};
   for (size_t k = 0; k < all.size(); k += mine.size()) {
     whole.rows += int64_t(all[k]);
@@ -555,16 +555,16 @@ void with_storage(DType t, F f) {
 
 namespace {
 
-// The whole batch's mean and biased variance per channel from each slice's (its rows, mean and
-// variance), gathered in member order and combined as Chan, Golub and LeVeque's pairwise update
+// The whole batch's mean and biased variance per channel from each part's (its rows, mean and
+// variance), gathered in part order and combined as Chan, Golub and LeVeque's pairwise update
 // does, which keeps the variance as accurate as one pass over the whole batch. Returns the
 // whole batch's rows.
-int64_t whole_batch_statistics(const ThreadGroup::Member& slices, int64_t rows, int64_t c,
+int64_t whole_batch_statistics(const BatchParts& parts, int64_t rows, int64_t c,
                                std::vector<double>& mean, std::vector<double>& var) {
   std::vector<double> mine{double(rows)};
   mine.insert(mine.end(), mean.begin(), mean.end());
   mine.insert(mine.end(), var.begin(), var.end());
-  const std::span<const double> all = slices.all_gather(mine);
+  const std::vector<double> all = parts.all_gather(mine);
   const size_t stride = mine.size(), cs = size_t(c);
   double whole_rows = 0;
   for (size_t k = 0; k < all.size(); k += stride) whole_rows += all[k];
@@ -603,9 +603,8 @@ bool statistics(const Tensor& x, const Tensor& running_mean, const Tensor& runni
       using T = decltype(tag);
       batch_stats<T>(x.data<T>(), *plan, m.data(), v.data());
     });
-    const int64_t n = o.slices ? whole_batch_statistics(*o.slices, rows, c, m, v) : rows;
-    // The slices share the running statistics: one of them updates them.
-    const bool update = o.slices == nullptr || o.slices->index() == 0;
+    const int64_t n = o.parts ? whole_batch_statistics(*o.parts, rows, c, m, v) : rows;
+    const bool update = o.parts == nullptr || o.parts->updates_running_statistics();
     const double mom = o.momentum, unbias = n > 1 ? double(n) / double(n - 1) : 1.0;
     for (int64_t i = 0; i < c; ++i) {
       const double var = v[size_t(i)];
@@ -722,7 +721,7 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
                               const Tensor& gamma, const Tensor& mean_t, const Tensor& inv_std_t,
                               bool training, const Tensor& dx, const Tensor& dgamma_t,
                               const Tensor& dbeta_t, bool blocked, const Tensor* relu_beta,
-                              const ThreadGroup::Member* slices) {
+                              const BatchParts* parts) {
   const std::optional<Plan> maybe_plan = backward_plan(
       "batch_norm_rows_backward", x, {&dy, &dx, relu_out}, blocked, dgamma_t, dbeta_t);
   if (!maybe_plan) return;
@@ -759,7 +758,7 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
       constexpr Mask kMask = decltype(kind)::value;
       grad_sums<T, kMask>(dy.data<T>(), m, x.data<T>(), plan, mean_p.data(), local.sum_dy.data(),
                           local.sum_dy_xmu.data());
-      const GradientSums whole = whole_batch_sums(local, training ? slices : nullptr);
+      const GradientSums whole = whole_batch_sums(local, training ? parts : nullptr);
       const InputGradient k = input_gradient(plan, local, whole, g, is, training, dgamma, dbeta);
       grad_input<T, kMask>(dy.data<T>(), m, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
                            k.k_dy.data(), k.k_xmu.data(), k.k_const.data());
@@ -772,7 +771,7 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
                                        const Tensor& inv_std_t, bool training, const Tensor& dy,
                                        const Tensor& dx, const Tensor& dgamma_t,
                                        const Tensor& dbeta_t, bool blocked,
-                                       const ThreadGroup::Member* slices) {
+                                       const BatchParts* parts) {
   const std::optional<Plan> maybe_plan =
       backward_plan("batch_norm_rows_backward_add_relu", x, {&a, &b, &relu_out, &dy, &dx}, blocked,
                     dgamma_t, dbeta_t);
@@ -789,7 +788,7 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
     grad_sums_of_masked_sum<T>(a.data<T>(), b.data<T>(), relu_out.data<T>(), x.data<T>(),
                                dy.data<T>(), plan, mean_p.data(), local.sum_dy.data(),
                                local.sum_dy_xmu.data());
-    const GradientSums whole = whole_batch_sums(local, training ? slices : nullptr);
+    const GradientSums whole = whole_batch_sums(local, training ? parts : nullptr);
     const InputGradient k =
         input_gradient(plan, local, whole, gamma.data<float>(), is, training, dgamma, dbeta);
     grad_input<T, Mask::none>(dy.data<T>(), {}, x.data<T>(), dx.data<T>(), plan, mean_p.data(),
@@ -849,20 +848,6 @@ const char* batch_norm_layout_requirement(bool blocked) {
   return blocked ? "f32/bf16 [N, C, H, W] nChw16c alike with C % 16 == 0" : "rows × C alike";
 }
 
-const ThreadGroup::Member* batch_slices_member(std::string_view op, int64_t batch_slices,
-                                               bool training) {
-  if (batch_slices == 1 || !training) return nullptr;
-  const ThreadGroup::Member* member = ThreadGroup::Member::current();
-  if (batch_slices < 1 || member == nullptr || member->group().size() != batch_slices) {
-    throw Error(std::string(op) + ": the batch is split into " + std::to_string(batch_slices) +
-                " slices whose statistics are combined, but this thread runs " +
-                (member == nullptr ? std::string("outside a group of slices")
-                                   : "in a group of " + std::to_string(member->group().size())) +
-                " (only a batch-split step runs such a graph)");
-  }
-  return member;
-}
-
 KILN_ISA_DECLARE(void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma,
                                               const Tensor& beta, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor* residual,
@@ -876,11 +861,11 @@ KILN_ISA_DECLARE(void batch_norm_rows_backward(
     const Tensor& dy, const Tensor* relu_out, const Tensor& x, const Tensor& gamma,
     const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dx,
     const Tensor& dgamma, const Tensor& dbeta, bool blocked, const Tensor* relu_beta,
-    const ThreadGroup::Member* slices))
+    const BatchParts* parts))
 KILN_ISA_DECLARE(void batch_norm_rows_backward_add_relu(
     const Tensor& a, const Tensor& b, const Tensor& relu_out, const Tensor& x, const Tensor& gamma,
     const Tensor& mean, const Tensor& inv_std, bool training, const Tensor& dy, const Tensor& dx,
-    const Tensor& dgamma, const Tensor& dbeta, bool blocked, const ThreadGroup::Member* slices))
+    const Tensor& dgamma, const Tensor& dbeta, bool blocked, const BatchParts* parts))
 
 void batch_norm_rows_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              const Tensor& running_mean, const Tensor& running_var,
@@ -898,17 +883,17 @@ void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Te
                               const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
                               bool training, const Tensor& dx, const Tensor& dgamma,
                               const Tensor& dbeta, bool blocked, const Tensor* relu_beta,
-                              const ThreadGroup::Member* slices) {
+                              const BatchParts* parts) {
   KILN_ISA_CALL(batch_norm_rows_backward, dy, relu_out, x, gamma, mean, inv_std, training, dx,
-                dgamma, dbeta, blocked, relu_beta, slices);
+                dgamma, dbeta, blocked, relu_beta, parts);
 }
 void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const Tensor& relu_out,
                                        const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                        const Tensor& inv_std, bool training, const Tensor& dy,
                                        const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-                                       bool blocked, const ThreadGroup::Member* slices) {
+                                       bool blocked, const BatchParts* parts) {
   KILN_ISA_CALL(batch_norm_rows_backward_add_relu, a, b, relu_out, x, gamma, mean, inv_std,
-                training, dy, dx, dgamma, dbeta, blocked, slices);
+                training, dy, dx, dgamma, dbeta, blocked, parts);
 }
 
 }  // namespace kiln::ops

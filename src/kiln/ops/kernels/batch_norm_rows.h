@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "kiln/core/tensor.h"
-#include "kiln/core/thread_group.h"
+#include "kiln/ops/kernels/batch_norm_parts.h"
 
 namespace kiln::ops {
 
@@ -58,17 +58,10 @@ struct BatchNormRowsOptions {
   // mode sets it where convolutions alone read y: graph/passes/stream_stores.cpp). A plain
   // store first fetches each line of y from memory; this one does not.
   bool stream_output = false;
-  // x is one slice of a batch whose other slices run on the other members of this thread's
-  // group (BatchNormAttrs::batch_slices): in training the statistics are the whole batch's, and
-  // only member 0 updates the running statistics. Null: x is the whole batch.
-  const ThreadGroup::Member* slices = nullptr;
+  // x is one part of a batch whose other parts are normalized elsewhere (batch_norm_parts.h):
+  // in training the statistics are the whole batch's. Null: x is the whole batch.
+  const BatchParts* parts = nullptr;
 };
-
-// The group a batch norm kernel combines its statistics through: null where `batch_slices` is 1
-// or in eval (nothing to combine); otherwise the calling thread's membership, which must be of a
-// group of `batch_slices` threads (else an Error naming `op`).
-const ThreadGroup::Member* batch_slices_member(std::string_view op, int64_t batch_slices,
-                                               bool training);
 
 // y = relu?((x - mean)·gamma·inv_std + beta + residual?), rounded once to y's dtype.
 // Training: mean and inv_std = 1/sqrt(var + eps) come from the batch (var biased) and are written
@@ -104,15 +97,14 @@ inline float batch_norm_scale(float gamma, float inv_std) {
 // x as the forward computed its pre-relu value instead of reading relu_out — one tensor fewer
 // to read in both passes. Only for a forward without residual, whose gamma, mean and inv_std
 // these are. dx may be dy itself: each pass reads dy only at the elements it writes.
-// slices (training): as BatchNormRowsOptions::slices; the sums in dx's formula are then the whole
-// batch's and M its rows, while dgamma and dbeta stay this slice's (the slices' parameter
+// parts (training): as BatchNormRowsOptions::parts; the sums in dx's formula are then the whole
+// batch's and M its rows, while dgamma and dbeta stay this part's (the parts' parameter
 // gradients are added up after the backward, as for every other parameter).
 void batch_norm_rows_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                               const Tensor& gamma, const Tensor& mean, const Tensor& inv_std,
                               bool training, const Tensor& dx, const Tensor& dgamma,
                               const Tensor& dbeta, bool blocked = false,
-                              const Tensor* relu_beta = nullptr,
-                              const ThreadGroup::Member* slices = nullptr);
+                              const Tensor* relu_beta = nullptr, const BatchParts* parts = nullptr);
 
 // batch_norm_rows_backward for dy = relu_grad(a + b, relu_out), the gradient arriving at a
 // ResNet block's output (the shortcut's gradient plus the next block's, masked by that
@@ -124,7 +116,6 @@ void batch_norm_rows_backward_add_relu(const Tensor& a, const Tensor& b, const T
                                        const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                        const Tensor& inv_std, bool training, const Tensor& dy,
                                        const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-                                       bool blocked = false,
-                                       const ThreadGroup::Member* slices = nullptr);
+                                       bool blocked = false, const BatchParts* parts = nullptr);
 
 }  // namespace kiln::ops

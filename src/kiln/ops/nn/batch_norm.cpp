@@ -46,6 +46,12 @@ std::vector<TensorMeta> bn_infer(std::span<const TensorMeta> in, const Attrs& at
   for (int i = 1; i < 5; ++i) check_vector(kBatchNorm, in[size_t(i)], c, names[i], in);
   if (!(a.eps > 0))
     throw_shape_error(kBatchNorm, detail::concat("eps must be > 0, got ", a.eps), in);
+  if (a.batch_slices < 1 || (a.sync_ranks && a.batch_slices != 1)) {
+    throw_shape_error(kBatchNorm,
+                      detail::concat("batch_slices must be >= 1 (and 1 with sync_ranks), got ",
+                                     a.batch_slices, a.sync_ranks ? " with sync_ranks" : ""),
+                      in);
+  }
   TensorMeta stat{Shape{c}, DType::f32, Layout::contiguous};
   return {in[0], stat, stat};
 }
@@ -75,12 +81,12 @@ float* f32_data(const Tensor& t, std::string_view op, const char* what) {
   return t.data<float>();
 }
 
-// Statistics combined across batch slices run on the rows kernels alone: a tensor in another
-// layout goes through a rows-by-channels copy (channels-last for 4-D).
+// Statistics combined across a batch's parts (batch_norm_parts.h) run on the rows kernels alone:
+// a tensor in another layout goes through a rows-by-channels copy (channels-last for 4-D).
 Tensor rows_copy(const Tensor& t, std::string_view op) {
   const Tensor rows = t.rank() == 4 ? to_channels_last(t) : t.contiguous();
   if (!is_rows_by_channels(rows) || !can_run_batch_norm_rows(rows, {})) {
-    throw Error(std::string(op) + ": statistics combined across batch slices need f32 or bf16 " +
+    throw Error(std::string(op) + ": statistics combined across a batch's parts need f32 or bf16 " +
                 "[N, C] or [N, C, H, W] data, got " + describe(t));
   }
   return rows;
@@ -96,18 +102,18 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
   // Graph mode may hand x and y over in oneDNN's blocked layout (BatchNormAttrs::nchw16c): only the
   // rows kernels read it.
   const bool blocked = a.nchw16c != 0;
-  const ThreadGroup::Member* slices = batch_slices_member(kBatchNorm, a.batch_slices, a.training);
+  const auto parts = batch_parts(kBatchNorm, a.batch_slices, a.sync_ranks, a.training);
   const BatchNormRowsOptions options{.training = a.training,
                                      .momentum = a.momentum,
                                      .eps = a.eps,
                                      .relu = false,
                                      .blocked = blocked,
-                                     .slices = slices};
+                                     .parts = parts.get()};
   if (blocked || can_run_batch_norm_rows(x, {&y})) {
     batch_norm_rows_forward(x, gamma, beta, in[3], in[4], nullptr, options, y, out[1], out[2]);
     return;
   }
-  if (slices != nullptr) {
+  if (parts != nullptr) {
     const Tensor xr = rows_copy(x, kBatchNorm);
     const Tensor yr = Tensor::empty_like(xr);
     batch_norm_rows_forward(xr, gamma, beta, in[3], in[4], nullptr, options, yr, out[1], out[2]);
@@ -167,7 +173,10 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
 
 std::vector<Tensor> bn_grad(const GradCtx& c) {
   const BatchNormAttrs& bn = c.attrs.as<BatchNormAttrs>();
-  Attrs a = BatchNormAttrs{.training = bn.training, .eps = bn.eps, .batch_slices = bn.batch_slices};
+  Attrs a = BatchNormAttrs{.training = bn.training,
+                           .eps = bn.eps,
+                           .batch_slices = bn.batch_slices,
+                           .sync_ranks = bn.sync_ranks};
   std::vector<Tensor> g =
       call(OpKind::batch_norm_grad,
            {c.grad_outputs[0], c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]}, a);
@@ -194,19 +203,18 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   Tensor gamma = nn::row_major(in[2]), mean = nn::row_major(in[3]);
   Tensor inv_std = nn::row_major(in[4]);
   const bool blocked = a.nchw16c != 0;  // as in bn_kernel
-  const ThreadGroup::Member* slices =
-      batch_slices_member(kBatchNormGrad, a.batch_slices, a.training);
+  const auto parts = batch_parts(kBatchNormGrad, a.batch_slices, a.sync_ranks, a.training);
   if (blocked || can_run_batch_norm_rows(x, {&dy, &dx})) {
     batch_norm_rows_backward(dy, nullptr, x, gamma, mean, inv_std, a.training, dx, out[1], out[2],
-                             blocked, nullptr, slices);
+                             blocked, nullptr, parts.get());
     return;
   }
-  if (slices != nullptr) {
+  if (parts != nullptr) {
     const Tensor xr = rows_copy(x, kBatchNormGrad);
     const Tensor dyr = same_layout(dy, xr);
     const Tensor dxr = Tensor::empty_like(xr);
     batch_norm_rows_backward(dyr, nullptr, xr, gamma, mean, inv_std, a.training, dxr, out[1],
-                             out[2], false, nullptr, slices);
+                             out[2], false, nullptr, parts.get());
     strided_copy(dxr, dx);
     return;
   }
@@ -281,8 +289,9 @@ const OpDef op_def_batch_norm_grad = {
 
 std::vector<Tensor> batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                const Tensor& running_mean, const Tensor& running_var, bool training,
-                               double momentum, double eps) {
-  Attrs a = BatchNormAttrs{.training = training, .momentum = momentum, .eps = eps};
+                               double momentum, double eps, bool sync_ranks) {
+  Attrs a = BatchNormAttrs{
+      .training = training, .momentum = momentum, .eps = eps, .sync_ranks = sync_ranks};
   return call(OpKind::batch_norm, {x, gamma, beta, running_mean, running_var}, a);
 }
 
