@@ -24,12 +24,6 @@ class BatchNorm2d : public Cell {
   explicit BatchNorm2d(int64_t num_features, BatchNorm2dOptions options = {});
   Tensor construct(const Tensor& x) override;
 
- protected:
-  // SyncBatchNorm's: the same layer under another name, its statistics across the ranks.
-  BatchNorm2d(const std::string& name, int64_t num_features, BatchNorm2dOptions options,
-              bool sync_ranks);
-
- public:
   Tensor gamma() const { return gamma_; }
   Tensor beta() const { return beta_; }
   Tensor moving_mean() const { return moving_mean_; }
@@ -37,6 +31,11 @@ class BatchNorm2d : public Cell {
   // The layer's op, for SEMI_AUTO_PARALLEL strategies: batch_norm(x, gamma, beta, moving_mean,
   // moving_variance).
   Primitive& batch_norm() { return batch_norm_; }
+
+ protected:
+  // SyncBatchNorm's: the same layer under another name, its statistics across the ranks.
+  BatchNorm2d(const std::string& name, int64_t num_features, BatchNorm2dOptions options,
+              bool sync_ranks);
 
  private:
   int64_t num_features_;

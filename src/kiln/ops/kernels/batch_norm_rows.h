@@ -14,9 +14,7 @@
 //
 // In blocked mode the same kernels take oneDNN's nChw16c layout instead (see
 // can_run_batch_norm_blocked), so graph mode need not reorder between blocked convolutions.
-#include <cstdint>
 #include <initializer_list>
-#include <string_view>
 
 #include "kiln/core/tensor.h"
 #include "kiln/ops/kernels/batch_norm_parts.h"
