@@ -21,14 +21,13 @@ constexpr int kSpins = 4000;
 
 }  // namespace
 
-ThreadGroup::ThreadGroup(int size)
-    : size_(size), gathered_(size_t(std::max(size, 0))), meetings_(size_t(std::max(size, 0))) {
+ThreadGroup::ThreadGroup(int size) : size_(size), meetings_(size_t(std::max(size, 0))) {
   if (size < 1)
     throw Error("ThreadGroup: a group needs at least one member, got " + std::to_string(size));
   for (auto& c : contributions_) c.resize(size_t(size));
 }
 
-std::span<const double> ThreadGroup::all_gather(int member, std::span<const double> mine) {
+std::vector<double> ThreadGroup::all_gather(int member, std::span<const double> mine) {
   if (member < 0 || member >= size_) {
     throw Error("ThreadGroup: member " + std::to_string(member) + " of a group of " +
                 std::to_string(size_));
@@ -37,8 +36,8 @@ std::span<const double> ThreadGroup::all_gather(int member, std::span<const doub
   const int parity = int(meetings_[m]++ % 2);
   contributions_[parity][m].assign(mine.begin(), mine.end());
   wait_for_everyone();
-  std::vector<double>& out = gathered_[m];
-  out.clear();
+  std::vector<double> out;
+  out.reserve(mine.size() * size_t(size_));
   for (const std::vector<double>& c : contributions_[parity]) {
     if (c.size() != mine.size()) {
       abort();

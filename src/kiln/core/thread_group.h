@@ -30,9 +30,9 @@ class ThreadGroup {
 
   // Member `member` contributes `mine`; returns, once every member has contributed, all the
   // contributions one after another in member order (size() × mine.size() values). The members
-  // must meet in the same sequence, each time with the same number of values. The result stays
-  // valid until the member's next all_gather. Throws kiln::Error once the group is aborted.
-  std::span<const double> all_gather(int member, std::span<const double> mine);
+  // must meet in the same sequence, each time with the same number of values. Throws
+  // kiln::Error once the group is aborted.
+  std::vector<double> all_gather(int member, std::span<const double> mine);
 
   // A member failed: every meeting waiting now or called later throws.
   void abort();
@@ -52,7 +52,7 @@ class ThreadGroup {
 
     ThreadGroup& group() const { return group_; }
     int index() const { return index_; }
-    std::span<const double> all_gather(std::span<const double> mine) const {
+    std::vector<double> all_gather(std::span<const double> mine) const {
       return group_.all_gather(index_, mine);
     }
 
@@ -70,8 +70,7 @@ class ThreadGroup {
   // next meeting's never overwrites one that a slower member is still reading: it cannot get
   // two meetings ahead, since the one between waits for the slow member.
   std::vector<std::vector<double>> contributions_[2];
-  std::vector<std::vector<double>> gathered_;  // per member: its last meeting's result
-  std::vector<uint64_t> meetings_;             // per member: meetings it has been to
+  std::vector<uint64_t> meetings_;  // per member: meetings it has been to
   std::atomic<int> arrived_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> aborted_{false};

@@ -12,11 +12,6 @@
 namespace kiln::graph {
 namespace {
 
-std::unique_ptr<ops::BatchParts> batch_parts_of(const std::string& label,
-                                                const ops::BatchNormAttrs& bn) {
-  return ops::batch_parts(label, bn.batch_slices, bn.sync_ranks, bn.training);
-}
-
 void check_vector(const Node& node, const Tensor& t, int64_t c, const char* what) {
   if (t.dtype() != DType::f32 || t.shape() != Shape{c} || !t.is_contiguous()) {
     throw Error(node_label(node) + ": " + what + " must be contiguous f32[" + std::to_string(c) +
@@ -50,7 +45,7 @@ class BnReluForward : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::BatchNormRowsOptions options = options_;
-    const auto parts = batch_parts_of(label_, bn_);
+    const auto parts = ops::batch_parts(label_, bn_);
     options.parts = parts.get();
     ops::batch_norm_rows_forward(in_[0], in_[1], in_[2], in_[3], in_[4],
                                  residual_ ? &in_[5] : nullptr, options, out_[0], out_[1], out_[2]);
@@ -74,7 +69,6 @@ class BnReluBackward : public SpecialKernel {
         out_(out.begin(), out.end()),
         label_(node_label(node)),
         bn_(node.attrs.as<ops::BatchNormAttrs>()),
-        training_(node.attrs.as<ops::BatchNormAttrs>().training),
         blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[2];
     for (size_t i = 3; i < in.size(); ++i) {
@@ -89,16 +83,15 @@ class BnReluBackward : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::batch_norm_rows_backward(
-        in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], training_, out_[0], out_[1], out_[2],
-        blocked_, in_.size() > 6 ? &in_[6] : nullptr, batch_parts_of(label_, bn_).get());
+        in_[0], &in_[1], in_[2], in_[3], in_[4], in_[5], bn_.training, out_[0], out_[1], out_[2],
+        blocked_, in_.size() > 6 ? &in_[6] : nullptr, ops::batch_parts(label_, bn_).get());
   }
 
  private:
   std::vector<Tensor> in_, out_;
   std::string label_;
-  ops::BatchNormAttrs bn_;  // which parts of the batch meet (batch_norm_parts.h)
-  bool training_;
-  bool blocked_;  // x, g, r and dx in oneDNN's nChw16c layout (passes/block_layout.cpp)
+  ops::BatchNormAttrs bn_;  // training, and which parts of the batch meet (batch_norm_parts.h)
+  bool blocked_;            // x, g, r and dx in oneDNN's nChw16c layout (passes/block_layout.cpp)
 };
 
 // inputs: a, b (the two gradients arriving at a block's output), r (that output, after its
@@ -110,7 +103,6 @@ class BnAddReluBackward : public SpecialKernel {
         out_(out.begin(), out.end()),
         label_(node_label(node)),
         bn_(node.attrs.as<ops::BatchNormAttrs>()),
-        training_(node.attrs.as<ops::BatchNormAttrs>().training),
         blocked_(layout_bits(node) != 0) {
     const Tensor& x = in[3];
     for (int i = 4; i < 7; ++i) check_vector(node, in[size_t(i)], x.dim(1), "gamma, mean, inv_std");
@@ -123,15 +115,14 @@ class BnAddReluBackward : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::batch_norm_rows_backward_add_relu(in_[0], in_[1], in_[2], in_[3], in_[4], in_[5], in_[6],
-                                           training_, out_[3], out_[0], out_[1], out_[2], blocked_,
-                                           batch_parts_of(label_, bn_).get());
+                                           bn_.training, out_[3], out_[0], out_[1], out_[2],
+                                           blocked_, ops::batch_parts(label_, bn_).get());
   }
 
  private:
   std::vector<Tensor> in_, out_;
   std::string label_;
-  ops::BatchNormAttrs bn_;  // which parts of the batch meet (batch_norm_parts.h)
-  bool training_;
+  ops::BatchNormAttrs bn_;  // training, and which parts of the batch meet (batch_norm_parts.h)
   bool blocked_;
 };
 

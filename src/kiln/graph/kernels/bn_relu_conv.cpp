@@ -29,7 +29,7 @@ class BnStatistics : public SpecialKernel {
 
   void run(std::span<const Tensor>, std::span<Tensor>) override {
     ops::BatchNormRowsOptions options = options_;
-    const auto parts = ops::batch_parts(label_, bn_.batch_slices, bn_.sync_ranks, bn_.training);
+    const auto parts = ops::batch_parts(label_, bn_);
     options.parts = parts.get();
     ops::batch_norm_rows_statistics(in_[0], in_[3], in_[4], options, out_[0], out_[1]);
   }

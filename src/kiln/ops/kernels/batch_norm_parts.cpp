@@ -13,8 +13,7 @@ class ThreadSlices : public BatchParts {
  public:
   explicit ThreadSlices(const ThreadGroup::Member& member) : member_(member) {}
   std::vector<double> all_gather(std::span<const double> mine) const override {
-    const std::span<const double> all = member_.all_gather(mine);
-    return {all.begin(), all.end()};
+    return member_.all_gather(mine);
   }
   bool updates_running_statistics() const override { return member_.index() == 0; }
 
@@ -35,9 +34,10 @@ class RankShards : public BatchParts {
 
 }  // namespace
 
-std::unique_ptr<BatchParts> batch_parts(std::string_view op, int64_t batch_slices, bool sync_ranks,
-                                        bool training) {
-  if (!training) return nullptr;
+std::unique_ptr<BatchParts> batch_parts(std::string_view op, const BatchNormAttrs& attrs) {
+  const int64_t batch_slices = attrs.batch_slices;
+  const bool sync_ranks = attrs.sync_ranks;
+  if (!attrs.training) return nullptr;
   if (sync_ranks && batch_slices != 1) {
     throw Error(std::string(op) + ": statistics combined both across " +
                 std::to_string(batch_slices) +

@@ -5,11 +5,12 @@
 // on its ranks (BatchNormAttrs::sync_ranks, nn::SyncBatchNorm). The kernels combine the parts'
 // statistics through it (forward: rows, mean and variance; backward: the gradient's sums), so
 // every part normalizes with the whole batch's.
-#include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
+
+#include "kiln/ops/attrs.h"
 
 namespace kiln::ops {
 
@@ -24,11 +25,10 @@ class BatchParts {
   virtual bool updates_running_statistics() const = 0;
 };
 
-// The parts a batch norm kernel whose attributes say `batch_slices` and `sync_ranks` combines its
-// statistics across: null in eval or where the kernel has the whole batch. For slices, the
-// calling thread must be a member of a ThreadGroup of `batch_slices` threads; otherwise, and for
-// both at once, an Error naming `op`.
-std::unique_ptr<BatchParts> batch_parts(std::string_view op, int64_t batch_slices, bool sync_ranks,
-                                        bool training);
+// The parts a batch norm kernel with these attributes combines its statistics across (their
+// batch_slices and sync_ranks): null in eval or where the kernel has the whole batch. For
+// slices, the calling thread must be a member of a ThreadGroup of batch_slices threads;
+// otherwise, and for both at once, an Error naming `op`.
+std::unique_ptr<BatchParts> batch_parts(std::string_view op, const BatchNormAttrs& attrs);
 
 }  // namespace kiln::ops

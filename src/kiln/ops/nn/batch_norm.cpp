@@ -102,7 +102,7 @@ void bn_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs& a
   // Graph mode may hand x and y over in oneDNN's blocked layout (BatchNormAttrs::nchw16c): only the
   // rows kernels read it.
   const bool blocked = a.nchw16c != 0;
-  const auto parts = batch_parts(kBatchNorm, a.batch_slices, a.sync_ranks, a.training);
+  const auto parts = batch_parts(kBatchNorm, a);
   const BatchNormRowsOptions options{.training = a.training,
                                      .momentum = a.momentum,
                                      .eps = a.eps,
@@ -203,7 +203,7 @@ void bn_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Att
   Tensor gamma = nn::row_major(in[2]), mean = nn::row_major(in[3]);
   Tensor inv_std = nn::row_major(in[4]);
   const bool blocked = a.nchw16c != 0;  // as in bn_kernel
-  const auto parts = batch_parts(kBatchNormGrad, a.batch_slices, a.sync_ranks, a.training);
+  const auto parts = batch_parts(kBatchNormGrad, a);
   if (blocked || can_run_batch_norm_rows(x, {&dy, &dx})) {
     batch_norm_rows_backward(dy, nullptr, x, gamma, mean, inv_std, a.training, dx, out[1], out[2],
                              blocked, nullptr, parts.get());
