@@ -1,6 +1,8 @@
 #pragma once
-// Runs one scope in an execution mode (and with graph-kernel fusion on or off), restoring the
-// caller's context however the scope ends.
+// Runs one scope in an execution mode (and with graph-kernel fusion on or off), or with a
+// convolution algorithm, restoring the caller's context however the scope ends.
+#include <string>
+
 #include "kiln/core/context.h"
 
 namespace kiln::testing {
@@ -16,6 +18,22 @@ class ModeScope {
   ~ModeScope() { set_context(saved_); }
   ModeScope(const ModeScope&) = delete;
   ModeScope& operator=(const ModeScope&) = delete;
+
+ private:
+  Context saved_;
+};
+
+// Context::conv_algorithm ("auto", "direct", "winograd") for one scope.
+class ConvAlgorithmScope {
+ public:
+  explicit ConvAlgorithmScope(const std::string& algorithm) : saved_(get_context()) {
+    Context c = saved_;
+    c.conv_algorithm = algorithm;
+    set_context(c);
+  }
+  ~ConvAlgorithmScope() { set_context(saved_); }
+  ConvAlgorithmScope(const ConvAlgorithmScope&) = delete;
+  ConvAlgorithmScope& operator=(const ConvAlgorithmScope&) = delete;
 
  private:
   Context saved_;
