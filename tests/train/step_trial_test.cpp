@@ -86,6 +86,27 @@ TEST(StepTrial, AHandicapMustBeOvercome) {
   EXPECT_EQ(clear.winner(), 1);
 }
 
+TEST(StepTrial, AClearLeadEndsTheTrialAfterFourRounds) {
+  // 15% apart, +-5% noise: decided once 4 rounds are in, not after all 12.
+  Generator gen(5);
+  StepTrial clear({1.0, 1.0}, 0.002);
+  drive(clear, [&](int k, int) { return (k == 1 ? 0.0017 : 0.002) * gen.uniform(0.95f, 1.05f); });
+  EXPECT_EQ(clear.winner(), 1);
+  EXPECT_TRUE(clear.decided_early());
+  EXPECT_EQ(clear.counted_steps(), int64_t(4) * 2 * (clear.steps_per_block() - 1));
+  // 5% apart: all the rounds, as close candidates need.
+  StepTrial close({1.0, 1.0}, 0.002);
+  drive(close, [&](int k, int) { return (k == 1 ? 0.0019 : 0.002) * gen.uniform(0.95f, 1.05f); });
+  EXPECT_EQ(close.winner(), 1);
+  EXPECT_FALSE(close.decided_early());
+  EXPECT_EQ(close.counted_steps(), int64_t(close.rounds()) * 2 * (close.steps_per_block() - 1));
+  // A 15% lead the handicap eats into (1.08): no longer clear.
+  StepTrial handicapped({1.0, 1.08}, 0.002);
+  drive(handicapped, [](int k, int) { return k == 1 ? 0.0017 : 0.002; });
+  EXPECT_EQ(handicapped.winner(), 1);
+  EXPECT_FALSE(handicapped.decided_early());
+}
+
 TEST(StepTrial, NeedsTwoCandidates) {
   EXPECT_THROW(StepTrial({1.0}, 0.002), Error);
 }

@@ -549,8 +549,8 @@ ThreadStrategy CompiledTrainStep::next_trial_strategy() {
   c.strategy = winner;
   if (verbose_) {
     std::string line = "kiln graph mode: threads: " + strategy_name(winner, t.split_description) +
-                       ", timed on " + std::to_string(t.trial.counted_steps()) +
-                       " training steps (median ms/step:";
+                       ", timed on " + std::to_string(t.trial.counted_steps()) + " training steps" +
+                       (t.trial.decided_early() ? ", a clear lead" : "") + " (median ms/step:";
     const std::vector<double> ms = t.trial.median_ms();
     for (size_t i = 0; i < ms.size(); ++i) {
       char v[32];

@@ -14,6 +14,9 @@
 //     if (trial.decided()) ... keep trial.winner() ...
 //   }
 //
+// After 4 rounds, a candidate that beats every other by 10% wins at once; close ones run all the
+// rounds.
+//
 // Pure bookkeeping, no clock of its own: tests drive it with made-up times.
 #include <chrono>
 #include <cstdint>
@@ -37,6 +40,8 @@ class StepTrial {
   // call as the previous step's cost. Once decided, always the winner.
   int next(Clock::time_point now);
   bool decided() const { return decided_; }
+  // Whether a clear lead ended the trial before its last round.
+  bool decided_early() const { return decided_early_; }
   int winner() const { return winner_; }
   int candidates() const { return int(handicaps_.size()); }
   // Median cost of each candidate's counted steps so far, in ms (0 before any); and how many
@@ -47,7 +52,10 @@ class StepTrial {
   int rounds() const { return rounds_; }
 
  private:
+  // The candidate with the lowest handicapped median.
+  int leader(const std::vector<double>& medians) const;
   void decide();
+  void decide_if_clear();
 
   std::vector<double> handicaps_;
   std::vector<std::vector<double>> seconds_;  // per candidate, its counted steps
@@ -58,6 +66,7 @@ class StepTrial {
   bool previous_counted_ = false;
   Clock::time_point previous_start_{};
   bool decided_ = false;
+  bool decided_early_ = false;
   int winner_ = 0;
 };
 
