@@ -72,15 +72,21 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(
     const dnnl::memory::desc& src, const dnnl::memory::desc& weights) {
   dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
   const dnnl::memory::dims wd = weights.dims();
-  // Plain (ungrouped) OIHW weights, not 1x1 (brgconv_1x1 is the fast one there), f32 data.
-  const bool few_channels =
-      wd.size() == 4 && wd[1] <= 16 && (wd[2] > 1 || wd[3] > 1) && src.data_type() == dt::f32;
-  if (!few_channels || std::string_view(pd.impl_info_str()).rfind("brgconv:", 0) != 0) return pd;
+  // Plain (ungrouped) OIHW weights, not 1x1 (brgconv_1x1 is the fast one there).
+  const bool spatial = wd.size() == 4 && (wd[2] > 1 || wd[3] > 1);
+  const std::string_view first = pd.impl_info_str();
+  const char* preferred = nullptr;
+  if (spatial && wd[1] <= 16 && src.data_type() == dt::f32 && first.rfind("brgconv:", 0) == 0) {
+    preferred = "jit:avx512_core";
+  } else if (spatial && src.data_type() == dt::bf16 && first == "brgconv:avx512_core_bf16") {
+    preferred = "jit_bf16:avx512_core_bf16";  // without AMX; with it brgconv runs on the tiles
+  }
+  if (!preferred) return pd;
   // next_impl() moves the descriptor itself, so search a second one and keep the first if the
   // direct kernel is not on offer (it declines some shapes).
   dnnl::convolution_forward::primitive_desc alt(desc, attr, engine());
   while (alt.next_impl()) {
-    if (std::string_view(alt.impl_info_str()) == "jit:avx512_core") return alt;
+    if (std::string_view(alt.impl_info_str()) == preferred) return alt;
   }
   return pd;
 }
