@@ -33,7 +33,7 @@ bench="$build/bench/kiln_graph_step_bench"
 source "$here/side_by_side.sh"
 
 default_steps() {
-  case "$1" in lenet) echo 200 ;; resnet20) echo 10 ;; mlp) echo 60 ;; *) echo 30 ;; esac
+  case "$1" in lenet) echo 1500 ;; resnet20) echo 20 ;; mlp) echo 300 ;; *) echo 30 ;; esac
 }
 run() {  # model batch steps args...: "step_ms cpu_ms_per_step"
   local out

@@ -3,7 +3,7 @@
 # it): the same `kiln train` run alternately with each binary, so both see the same machine load.
 # Prints images/s (median of --repeats runs) and the ratio new / old.
 #
-#   bench/compare_builds.sh OLD_KILN NEW_KILN [--repeats N] [--threads N]
+#   bench/compare_builds.sh OLD_KILN NEW_KILN [--repeats N] [--threads N] [--steps N]
 #                           [--kiln-args "--mode graph --graph-kernel on"] [model:batch ...]
 #                           (default: lenet:64 resnet20:128 mlp:512)
 #
@@ -19,11 +19,13 @@ done
 repeats=5
 threads=2
 kiln_args=""
+fixed_steps=""
 configs=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeats) repeats=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --steps) fixed_steps=$2; shift 2 ;;
     --kiln-args) kiln_args=$2; shift 2 ;;
     *) configs+=("$1"); shift ;;
   esac
@@ -31,7 +33,7 @@ done
 [ ${#configs[@]} -gt 0 ] || configs=(lenet:64 resnet20:128 mlp:512)
 
 steps_for() {
-  case "$1" in lenet) echo 300 ;; resnet20) echo 30 ;; mlp) echo 100 ;; *) echo 50 ;; esac
+  case "$1" in lenet) echo 1500 ;; resnet20) echo 30 ;; mlp) echo 300 ;; *) echo 50 ;; esac
 }
 # shellcheck source=bench/side_by_side.sh
 source "$(dirname "$0")/side_by_side.sh"
@@ -45,7 +47,7 @@ printf '%-10s %6s %12s %12s %8s\n' model batch old_img/s new_img/s new/old
 for cfg in "${configs[@]}"; do
   model=${cfg%%:*}
   batch=${cfg##*:}
-  steps=$(steps_for "$model")
+  steps=${fixed_steps:-$(steps_for "$model")}
   old_ips=() new_ips=()
   for ((r = 0; r < repeats; r++)); do
     # Alternate which binary goes first, so neither always runs on a warmer machine.
