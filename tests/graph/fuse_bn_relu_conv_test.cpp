@@ -12,7 +12,9 @@ using namespace testing;
 // statistics, the second convolution (reading relu(batch_norm(x)) on the fly) and its weight
 // gradient, and the batch norm's gradient (reading x for the mask it never read r for).
 struct TwoConvolutions {
-  explicit TwoConvolutions(int64_t channels) {
+  // `flatten`: the loss reads the second convolution's output through a reshape (as a Dense
+  // after a Flatten does), so its gradient comes back row-major.
+  explicit TwoConvolutions(int64_t channels, bool flatten = false) : flatten(flatten) {
     const int64_t c = channels;
     params = {random_tensor({c, c, 3, 3}, 1, -0.2f, 0.2f), random_tensor({c}, 2, 0.5f, 1.5f),
               random_tensor({c}, 3), random_tensor({c, c, 3, 3}, 4, -0.2f, 0.2f)};
@@ -23,10 +25,12 @@ struct TwoConvolutions {
       Tensor h = ops::conv2d(in[0], params[0], Tensor(), {.padding = {1, 1}});
       h = ops::batch_norm(h, params[1], params[2], stats[0], stats[1], true, 0.9, 1e-5)[0];
       h = ops::conv2d(ops::relu(h), params[3], Tensor(), {.padding = {1, 1}});
+      if (flatten) h = ops::flatten(h);
       return ops::mean(ops::square(h));
     };
     return trace_sgd_step(loss, params, {{"x", x}}, Tensor::scalar(0.05), numbered("s", stats));
   }
+  bool flatten;
   std::vector<Tensor> params, stats;
 };
 
@@ -37,8 +41,8 @@ struct Trained {
   Graph graph;
 };
 
-Trained train(int64_t channels, bool into_conv, bool block_layout) {
-  TwoConvolutions net(channels);
+Trained train(int64_t channels, bool into_conv, bool block_layout, bool flatten = false) {
+  TwoConvolutions net(channels, flatten);
   Tensor x = channels_last(random_tensor({8, channels, 16, 17}, 5));
   Executable exe(net.trace_step(x),
                  {.fusion = true, .block_layout = block_layout, .bn_relu_into_conv = into_conv});
@@ -122,6 +126,22 @@ TEST(FuseBnReluConv, OtherReadersKeepTheReluOutput) {
   Executable small_exe(small.trace_step(few), {.fusion = true});
   EXPECT_EQ(small_exe.report().fused("bn_relu_conv"), 0);
   EXPECT_EQ(count_nodes(small_exe.graph(), NodeType::bn_relu), 1);
+}
+
+// The kernel reads the weight gradient's dy dense channels-last: where it comes back row-major
+// (through a Flatten) the batch norm stays unfused, and the step trains as without the fusion.
+// (The fused node used to be made anyway, and compiling the step threw "outside the Winograd
+// kernel's rule".)
+TEST(FuseBnReluConv, ARowMajorGradientKeepsTheUnfusedKernels) {
+  if (!kiln::testing::avx512_kernels_run()) GTEST_SKIP() << kiln::testing::kNoAvx512Kernels;
+  for (bool block_layout : {false, true}) {
+    Trained fused = train(16, true, block_layout, true);
+    Trained plain = train(16, false, block_layout, true);
+    EXPECT_EQ(fused.report.fused("bn_relu_conv"), 0);
+    EXPECT_EQ(count_nodes(fused.graph, NodeType::bn_relu), 1);
+    EXPECT_EQ(fused.losses, plain.losses);
+    expect_bitwise_equal(fused.params, plain.params, "row-major dy, parameters");
+  }
 }
 
 }  // namespace

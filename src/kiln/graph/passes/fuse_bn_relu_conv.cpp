@@ -31,6 +31,13 @@ using ops::OpKind;
 // How a reader of r (the bn_relu's output) takes part.
 enum class Reader { convolution, weight_gradient, bn_gradient, other };
 
+// The kernel reads and writes activations dense channels-last (or nChw16c, which the layout pass
+// may make of them later). A gradient that comes back through a reshape (a Flatten before a
+// Dense) is row-major: a convolution reading it keeps its unfused kernels.
+bool winograd_laid_out(const Graph& graph, ValueId v) {
+  return graph.value(v).meta.layout == ops::Layout::channels_last && dense_as_meta(graph, v);
+}
+
 Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
   const ops::TensorMeta& rm = graph.value(r).meta;
   auto reads_only_at = [&](size_t at) {
@@ -41,7 +48,7 @@ Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
   };
   // (The kernel reads the weights as they lie: a dense OIHW tensor.)
   if (is_live_op(user, OpKind::conv2d) && user.inputs.size() == 2 && reads_only_at(0) &&
-      dense_as_meta(graph, user.inputs[1]) &&
+      winograd_laid_out(graph, user.outputs[0]) && dense_as_meta(graph, user.inputs[1]) &&
       graph.value(user.inputs[1]).meta.layout == ops::Layout::contiguous &&
       ops::winograd_3x3_fits(rm.shape, graph.value(user.inputs[1]).meta.shape,
                              user.attrs.as<ops::ConvAttrs>()) &&
@@ -50,6 +57,7 @@ Reader classify(const Graph& graph, const Node& user, ValueId r, ValueId x) {
   }
   if (is_live_op(user, OpKind::conv2d_backward_weights) &&
       !user.attrs.as<ops::ConvAttrs>().bias_grad && reads_only_at(1) &&
+      winograd_laid_out(graph, user.inputs[0]) &&
       ops::winograd_3x3_fits(rm.shape, Shape(user.attrs.as<ops::ConvAttrs>().shape),
                              user.attrs.as<ops::ConvAttrs>()) &&
       ops::winograd_3x3_chosen(rm.shape, user.attrs.as<ops::ConvAttrs>())) {
@@ -74,7 +82,10 @@ int fuse_bn_relu_conv(Graph& graph) {
     if (bn.type != NodeType::bn_relu || bn.dead || bn.inputs.size() != 5) continue;
     const ValueId x = bn.inputs[0], r = bn.outputs[0];
     const ops::TensorMeta& xm = graph.value(x).meta;
-    if (xm.dtype != DType::f32 || xm.shape.rank() != 4 || view.is_output[size_t(r)]) continue;
+    if (xm.dtype != DType::f32 || xm.shape.rank() != 4 || !winograd_laid_out(graph, x) ||
+        view.is_output[size_t(r)]) {
+      continue;
+    }
     bool all_fit = true, any_convolution = false;
     for (NodeId u : view.users[size_t(r)]) {
       const Reader kind = classify(graph, graph.node(u), r, x);
