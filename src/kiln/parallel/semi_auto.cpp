@@ -17,11 +17,15 @@ namespace kiln::parallel {
 namespace {
 
 // The tensors split so far (parameters and their optimizer state), by their shared impl, and
-// those whose initial values were already taken from rank 0.
+// those whose initial values were already taken from rank 0. Each registered impl is kept alive
+// until forget_sharded_parameters: a freed one's address, reused by a new tensor (an optimizer
+// state made after the first plan), would pass that tensor for registered on some ranks and not
+// others, and the ranks' broadcasts would no longer match (a hang, 1 run in 4 of 4 ranks here).
 struct Registry {
   std::mutex mutex;
   std::map<const TensorImpl*, TensorLayout> split;
   std::set<const TensorImpl*> synced;
+  std::vector<std::shared_ptr<TensorImpl>> registered;
 };
 Registry& registry() {
   static Registry r;
@@ -76,7 +80,7 @@ void keep_block(const Tensor& t, const TensorLayout& layout) {
 void register_split(const Tensor& t, const TensorLayout& layout) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.split.emplace(t.impl(), layout);
+  if (r.split.emplace(t.impl(), layout).second) r.registered.push_back(t.impl_ptr());
 }
 
 std::vector<int64_t> same_block_group(const TensorLayout& layout, int64_t rank) {
@@ -178,7 +182,10 @@ std::unique_ptr<LogicalStep> plan_step(
     std::lock_guard<std::mutex> lock(r.mutex);
     for (const auto& list : {params, optimizer_state}) {
       for (const auto& [name, t] : list) {
-        if (r.synced.insert(t.impl()).second) fresh.emplace_back(name, t);
+        if (r.synced.insert(t.impl()).second) {
+          r.registered.push_back(t.impl_ptr());
+          fresh.emplace_back(name, t);
+        }
       }
     }
     if (ranks > 1 && !fresh.empty()) broadcast_from_rank0(fresh);
@@ -314,6 +321,7 @@ void forget_sharded_parameters() {
   std::lock_guard<std::mutex> lock(r.mutex);
   r.split.clear();
   r.synced.clear();
+  r.registered.clear();
 }
 
 }  // namespace kiln::parallel
