@@ -81,11 +81,20 @@ TEST(AmpAccuracy, Fp16O2LeNetOneEpochWithinOnePointOfO0) {
 
 TEST(AmpAccuracy, Bf16O2ResNet20WithinOnePointOfO0) {
   if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
-  RunResult o0 = train_and_test("resnet20", {.amp_level = "O0"}, 1, 300);
-  RunResult o2 = train_and_test("resnet20", {.amp_level = "O2"}, 1, 300);
-  std::printf("ResNet-20, 300 steps: O0 %.4f, O2 bf16 %.4f\n", o0.accuracy, o2.accuracy);
-  EXPECT_TRUE(o2.finite_losses);
-  EXPECT_NEAR(o2.accuracy, o0.accuracy, 0.01);
+  // Over two seeds, as for LeNet: after 300 steps one run's accuracy moves by about a point with
+  // which layers the measured placement puts in bf16 (on an AVX512_BF16 CPU without AMX one run
+  // gave O0 0.8513 against O2 0.8395).
+  double o0 = 0, o2 = 0;
+  for (uint64_t seed : {3, 4}) {
+    RunResult r0 = train_and_test("resnet20", {.amp_level = "O0"}, 1, 300, seed);
+    RunResult r2 = train_and_test("resnet20", {.amp_level = "O2"}, 1, 300, seed);
+    std::printf("ResNet-20, 300 steps, seed %d: O0 %.4f, O2 bf16 %.4f\n", int(seed), r0.accuracy,
+                r2.accuracy);
+    EXPECT_TRUE(r2.finite_losses) << "seed " << seed;
+    o0 += r0.accuracy / 2;
+    o2 += r2.accuracy / 2;
+  }
+  EXPECT_NEAR(o2, o0, 0.01);
 }
 
 }  // namespace
