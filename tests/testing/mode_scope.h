@@ -1,42 +1,43 @@
 #pragma once
-// Runs one scope in an execution mode (and with graph-kernel fusion on or off), or with a
-// convolution algorithm, restoring the caller's context however the scope ends.
+// Runs one scope with the context changed (an execution mode and graph-kernel fusion, or a
+// convolution algorithm), restoring the caller's context however the scope ends.
+#include <functional>
 #include <string>
 
 #include "kiln/core/context.h"
 
 namespace kiln::testing {
 
-class ModeScope {
+// The context as `edit` leaves it, for one scope.
+class ContextScope {
  public:
-  ModeScope(ExecutionMode mode, bool fusion) : saved_(get_context()) {
+  explicit ContextScope(const std::function<void(Context&)>& edit) : saved_(get_context()) {
     Context c = saved_;
-    c.mode = mode;
-    c.enable_graph_kernel = fusion;
+    edit(c);
     set_context(c);
   }
-  ~ModeScope() { set_context(saved_); }
-  ModeScope(const ModeScope&) = delete;
-  ModeScope& operator=(const ModeScope&) = delete;
+  ~ContextScope() { set_context(saved_); }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
 
  private:
   Context saved_;
 };
 
-// Context::conv_algorithm ("auto", "direct", "winograd") for one scope.
-class ConvAlgorithmScope {
+class ModeScope : public ContextScope {
  public:
-  explicit ConvAlgorithmScope(const std::string& algorithm) : saved_(get_context()) {
-    Context c = saved_;
-    c.conv_algorithm = algorithm;
-    set_context(c);
-  }
-  ~ConvAlgorithmScope() { set_context(saved_); }
-  ConvAlgorithmScope(const ConvAlgorithmScope&) = delete;
-  ConvAlgorithmScope& operator=(const ConvAlgorithmScope&) = delete;
+  ModeScope(ExecutionMode mode, bool fusion)
+      : ContextScope([&](Context& c) {
+          c.mode = mode;
+          c.enable_graph_kernel = fusion;
+        }) {}
+};
 
- private:
-  Context saved_;
+// Context::conv_algorithm ("auto", "direct", "winograd") for one scope.
+class ConvAlgorithmScope : public ContextScope {
+ public:
+  explicit ConvAlgorithmScope(const std::string& algorithm)
+      : ContextScope([&](Context& c) { c.conv_algorithm = algorithm; }) {}
 };
 
 }  // namespace kiln::testing
