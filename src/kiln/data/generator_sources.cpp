@@ -83,8 +83,7 @@ class SlicesSource : public Source {
       }
       Shape s(std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()));
       Strides st(t.strides().begin() + 1, t.strides().end());
-      row_shapes_.push_back(std::move(s));
-      row_strides_.push_back(std::move(st));
+      rows_.push_back({t, std::move(s), std::move(st), t.offset(), t.strides()[0]});
     }
   }
   std::string name() const override { return "NumpySlicesDataset"; }
@@ -94,24 +93,24 @@ class SlicesSource : public Source {
     struct Reader : SourceReader {
       const SlicesSource* s;
       void read(int64_t index, std::vector<Tensor>& columns) override {
-        columns.reserve(s->data_.size());
-        for (size_t c = 0; c < s->data_.size(); ++c) {
-          const Tensor& t = s->data_[c];
-          columns.push_back(t.view_as(s->row_shapes_[c], s->row_strides_[c],
-                                      t.offset() + index * t.strides()[0]));
-        }
+        columns.reserve(s->rows_.size());
+        for (const ArrayRows& column : s->rows_) columns.push_back(column.row(index));
       }
     };
     auto r = std::make_unique<Reader>();
     r->s = this;
     return r;
   }
+  bool gathers_rows() const override { return true; }
+  void gather_rows(const std::vector<int64_t>& indices,
+                   std::vector<Tensor>& columns) const override {
+    for (const ArrayRows& column : rows_) columns.push_back(column.gather(indices));
+  }
 
  private:
   std::vector<Tensor> data_;
   std::vector<std::string> columns_;
-  std::vector<Shape> row_shapes_;
-  std::vector<Strides> row_strides_;
+  std::vector<ArrayRows> rows_;  // per column
 };
 
 }  // namespace

@@ -125,10 +125,12 @@ void copy_padded(const unsigned char* src, const Shape& s, unsigned char* dst, c
   }
 }
 
-// Copies the rows of a block into one batch tensor per column (padding where pad_info says).
+// Copies the rows of a block into one batch tensor per column (padding where pad_info says), or
+// with `gather`, has their source copy them (its rows carry only their row numbers).
 class Collator {
  public:
-  Collator(const DatasetNode& node, std::string name) : node_(node), name(std::move(name)) {
+  Collator(const DatasetNode& node, std::string name, bool gather)
+      : node_(node), name(std::move(name)), gather_(gather) {
     const auto& cols = node.columns;
     pad_.resize(cols.size());
     for (size_t c = 0; c < cols.size(); ++c) {
@@ -138,6 +140,10 @@ class Collator {
   }
 
   void operator()(Block& block) const {
+    if (gather_) {
+      gather(block);
+      return;
+    }
     if (node_.batch_options.per_batch_map) apply_per_batch_map(block);
     auto& rows = block.rows;
     Row out;
@@ -203,6 +209,27 @@ class Collator {
   }
 
  private:
+  void gather(Block& block) const {
+    std::vector<int64_t> indices;
+    indices.reserve(block.rows.size());
+    for (const Row& r : block.rows) indices.push_back(r.index);
+    const Source& source = *block.rows[0].source;
+    Row out;
+    out.index = block.first_row;
+    try {
+      source.gather_rows(indices, out.columns);
+    } catch (const std::exception& e) {
+      throw Error(kiln::detail::concat(name, ": failed to gather ", indices.size(), " rows from ",
+                                       source.describe(indices.front()), " on: ", e.what()));
+    }
+    if (out.columns.size() != node_.columns.size()) {
+      throw Error(kiln::detail::concat(name, ": ", source.name(), " gathered ", out.columns.size(),
+                                       " columns, but the source declares ", node_.columns.size()));
+    }
+    block.rows.clear();
+    block.rows.push_back(std::move(out));
+  }
+
   void apply_per_batch_map(Block& block) const {
     const size_t ncols = node_.columns.size();
     std::vector<std::vector<Tensor>> columns(ncols);
@@ -239,6 +266,7 @@ class Collator {
 
   const DatasetNode& node_;
   std::string name;
+  bool gather_;
   std::vector<const PadInfo*> pad_;
 };
 
@@ -247,7 +275,7 @@ class Collator {
 // do.
 class BatchGroupStage : public Stage {
  public:
-  BatchGroupStage(const DatasetNode& node, Stage& child, int id, bool collate)
+  BatchGroupStage(const DatasetNode& node, Stage& child, int id, bool collate, bool gather)
       : Stage(collate ? node.stage_name() : "batch.group", collate ? "batch" : "batch.group", 1,
               // Uncollated blocks are whole batches waiting for a copying worker.
               collate ? queue_capacity(node.batch_options.prefetch_size, 1, 1)
@@ -256,7 +284,7 @@ class BatchGroupStage : public Stage {
         child_(child),
         batch_size_(node.batch_size),
         drop_remainder_(node.drop_remainder) {
-    if (collate) collate_ = std::make_unique<Collator>(node, node.stage_name());
+    if (collate) collate_ = std::make_unique<Collator>(node, node.stage_name(), gather);
   }
 
   void start(Pipeline& p) override {
@@ -311,10 +339,10 @@ class BatchGroupStage : public Stage {
 
 class BatchStage : public ParallelStage {
  public:
-  BatchStage(const DatasetNode& node, Stage& child, int id, int workers)
+  BatchStage(const DatasetNode& node, Stage& child, int id, int workers, bool gather)
       : ParallelStage(node.stage_name(), "batch", workers,
                       queue_capacity(node.batch_options.prefetch_size, 1, workers), id, child),
-        collate_(node, node.stage_name()) {}
+        collate_(node, node.stage_name(), gather) {}
 
  protected:
   void process(Pipeline&, Block& block) override { collate_(block); }
@@ -332,13 +360,14 @@ std::unique_ptr<Stage> make_map_stage(const DatasetNode& node, Stage& child, int
 }
 
 std::unique_ptr<Stage> make_batch_group_stage(const DatasetNode& node, Stage& child, int id,
-                                              bool collate) {
-  return std::make_unique<BatchGroupStage>(node, child, id, collate);
+                                              bool collate, bool gather) {
+  return std::make_unique<BatchGroupStage>(node, child, id, collate, gather);
 }
 
-std::unique_ptr<Stage> make_batch_stage(const DatasetNode& node, Stage& child, int id) {
+std::unique_ptr<Stage> make_batch_stage(const DatasetNode& node, Stage& child, int id,
+                                        bool gather) {
   int workers = std::max(1, node.batch_options.num_parallel_workers);
-  return std::make_unique<BatchStage>(node, child, id, workers);
+  return std::make_unique<BatchStage>(node, child, id, workers, gather);
 }
 
 }  // namespace kiln::data::detail

@@ -94,8 +94,10 @@ class MnistSource : public Source {
   MnistSource(std::shared_ptr<const MnistData> data, std::string name, std::string dir)
       : data_(std::move(data)), name_(std::move(name)), dir_(std::move(dir)) {
     const Shape& s = data_->images.shape();
-    image_shape_ = Shape{s[1], s[2], 1};
-    image_strides_ = contiguous_strides(image_shape_);
+    const Shape image{s[1], s[2], 1};
+    images_ = {data_->images, image, contiguous_strides(image), data_->images.offset(),
+               image.numel()};
+    labels_ = {data_->labels, Shape{}, Strides{}, data_->labels.offset(), 1};
   }
   std::string name() const override { return name_; }
   std::vector<std::string> column_names() const override { return {"image", "label"}; }
@@ -107,23 +109,26 @@ class MnistSource : public Source {
     struct Reader : SourceReader {
       const MnistSource* s;
       void read(int64_t index, std::vector<Tensor>& columns) override {
-        const MnistData& d = *s->data_;
         columns.reserve(2);
-        columns.push_back(
-            d.images.view_as(s->image_shape_, s->image_strides_, index * s->image_shape_.numel()));
-        columns.push_back(d.labels.view_as(Shape{}, Strides{}, index));
+        columns.push_back(s->images_.row(index));
+        columns.push_back(s->labels_.row(index));
       }
     };
     auto r = std::make_unique<Reader>();
     r->s = this;
     return r;
   }
+  bool gathers_rows() const override { return true; }
+  void gather_rows(const std::vector<int64_t>& indices,
+                   std::vector<Tensor>& columns) const override {
+    columns.push_back(images_.gather(indices));
+    columns.push_back(labels_.gather(indices));
+  }
 
  private:
   std::shared_ptr<const MnistData> data_;
   std::string name_, dir_;
-  Shape image_shape_;
-  Strides image_strides_;
+  ArrayRows images_, labels_;
 };
 
 Dataset make_mnist(std::string dir, const MnistOptions& o, const char* name) {

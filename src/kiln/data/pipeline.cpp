@@ -58,6 +58,24 @@ bool Emitter::emit_block(Block&& block) {
   return stage_.push(clock_, seq_++, std::move(block));
 }
 
+namespace {
+
+// The source a batch node reads directly (through renames only) when the batch can gather its
+// rows from it (Source::gathers_rows): nothing between them reads a row's columns, and the batch
+// pads nothing and maps nothing per batch. Null otherwise.
+const DatasetNode* gathered_source(const DatasetNode& batch) {
+  if (batch.batch_options.per_batch_map || !batch.batch_options.pad_info.empty()) return nullptr;
+  const DatasetNode* child = batch.children[0].get();
+  while (child->kind == NodeKind::rename) child = child->children[0].get();
+  if (child->kind != NodeKind::source || !child->source->random_access() ||
+      !child->source->gathers_rows()) {
+    return nullptr;
+  }
+  return child;
+}
+
+}  // namespace
+
 Pipeline::Pipeline(std::shared_ptr<const DatasetNode> plan, int64_t num_epochs, uint64_t seed)
     : plan_(std::move(plan)), seed_(seed), start_ns_(now_ns()), num_epochs_(num_epochs) {
   root_ = build(*plan_, num_epochs);
@@ -85,13 +103,18 @@ Stage* Pipeline::build(const DatasetNode& node, int64_t epochs) {
       return add(make_map_stage(node, *child, next_id()), {child});
     }
     case NodeKind::batch: {
-      Stage* child = build(*node.children[0], epochs);
+      const DatasetNode* gathered = gathered_source(node);
+      Stage* child = gathered != nullptr
+                         ? add(make_source_stage(*gathered, epochs, next_id(), true), {})
+                         : build(*node.children[0], epochs);
+      const bool gather = gathered != nullptr;
       if (node.batch_options.num_parallel_workers <= 1) {
-        return add(make_batch_group_stage(node, *child, next_id(), /*collate=*/true), {child});
+        return add(make_batch_group_stage(node, *child, next_id(), /*collate=*/true, gather),
+                   {child});
       }
       Stage* group =
-          add(make_batch_group_stage(node, *child, next_id(), /*collate=*/false), {child});
-      return add(make_batch_stage(node, *group, next_id()), {group});
+          add(make_batch_group_stage(node, *child, next_id(), /*collate=*/false, gather), {child});
+      return add(make_batch_stage(node, *group, next_id(), gather), {group});
     }
     case NodeKind::repeat: {
       int64_t child_epochs = (epochs < 0 || node.count < 0) ? -1 : epochs * node.count;

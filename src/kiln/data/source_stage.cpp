@@ -46,8 +46,12 @@ std::vector<int64_t> epoch_order(int64_t n, const SourceOptions& opt, bool shuff
 
 class RandomAccessSourceStage : public Stage {
  public:
-  RandomAccessSourceStage(const DatasetNode& node, int64_t epochs, int id, int workers, int rpb)
+  // `numbers_only`: the rows carry their source and row number, no columns (the batch after
+  // this stage gathers them; Source::gathers_rows).
+  RandomAccessSourceStage(const DatasetNode& node, int64_t epochs, int id, int workers, int rpb,
+                          bool numbers_only)
       : Stage(node.source->name(), "source", workers, queue_capacity(0, rpb, workers), id),
+        numbers_only_(numbers_only),
         src_(*node.source),
         opt_(node.source_options),
         shuffle_(node.source_options.shuffle.value_or(true)),
@@ -125,7 +129,28 @@ class RandomAccessSourceStage : public Stage {
     }
   }
 
+  void work_numbers_only(Pipeline& p) {
+    WorkerClock clock(counters);
+    Task t;
+    while (!p.failed() && next_task(p, t)) {
+      Block b;
+      b.first_row = t.first_row;
+      b.epoch_end = t.epoch_end;
+      b.rows.resize(size_t(t.end - t.begin));
+      for (int64_t i = t.begin; i < t.end; ++i) {
+        Row& r = b.rows[size_t(i - t.begin)];
+        r.source = &src_;
+        r.index = (*t.order)[size_t(i)];
+      }
+      if (!push(clock, t.seq, std::move(b))) return;
+    }
+  }
+
   void work(Pipeline& p) {
+    if (numbers_only_) {
+      work_numbers_only(p);
+      return;
+    }
     std::unique_ptr<SourceReader> reader;
     try {
       reader = src_.make_reader();
@@ -181,6 +206,7 @@ class RandomAccessSourceStage : public Stage {
     }
   }
 
+  bool numbers_only_;
   const Source& src_;
   SourceOptions opt_;
   bool shuffle_;
@@ -258,14 +284,18 @@ class IterableSourceStage : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_source_stage(const DatasetNode& node, int64_t epochs, int id) {
+std::unique_ptr<Stage> make_source_stage(const DatasetNode& node, int64_t epochs, int id,
+                                         bool numbers_only) {
   int rpb = config::get_rows_per_block();
   if (!node.source->random_access()) {
+    if (numbers_only) throw Error(node.source->name() + ": an iterable source has no row numbers");
     return std::make_unique<IterableSourceStage>(node, epochs, id, rpb);
   }
-  int workers = node.source_options.num_parallel_workers;
+  // Numbering rows is no work to share out.
+  int workers = numbers_only ? 1 : node.source_options.num_parallel_workers;
   if (workers <= 0) workers = node.source->default_workers();
-  return std::make_unique<RandomAccessSourceStage>(node, epochs, id, std::max(1, workers), rpb);
+  return std::make_unique<RandomAccessSourceStage>(node, epochs, id, std::max(1, workers), rpb,
+                                                   numbers_only);
 }
 
 }  // namespace kiln::data::detail

@@ -16,7 +16,12 @@ namespace {
 class TextWindowSource : public Source {
  public:
   TextWindowSource(std::shared_ptr<const TextCorpus> corpus, const TextWindowOptions& o)
-      : corpus_(std::move(corpus)), o_(o) {}
+      : corpus_(std::move(corpus)), o_(o) {
+    const Tensor& tokens = corpus_->tokens;
+    const Shape window{o_.context_length};
+    tokens_ = {tokens, window, Strides{1}, tokens.offset() + o_.begin, o_.stride};
+    targets_ = {tokens, window, Strides{1}, tokens.offset() + o_.begin + 1, o_.stride};
+  }
   std::string name() const override { return "TextWindowDataset"; }
   std::vector<std::string> column_names() const override { return {"tokens", "targets"}; }
   int64_t num_rows() const override {
@@ -29,15 +34,19 @@ class TextWindowSource : public Source {
     struct Reader : SourceReader {
       const TextWindowSource* s;
       void read(int64_t index, std::vector<Tensor>& columns) override {
-        const int64_t t = s->o_.context_length, start = s->start_of(index);
-        const Tensor& tokens = s->corpus_->tokens;
-        columns.push_back(tokens.view_as(Shape{t}, Strides{1}, tokens.offset() + start));
-        columns.push_back(tokens.view_as(Shape{t}, Strides{1}, tokens.offset() + start + 1));
+        columns.push_back(s->tokens_.row(index));
+        columns.push_back(s->targets_.row(index));
       }
     };
     auto r = std::make_unique<Reader>();
     r->s = this;
     return r;
+  }
+  bool gathers_rows() const override { return true; }
+  void gather_rows(const std::vector<int64_t>& indices,
+                   std::vector<Tensor>& columns) const override {
+    columns.push_back(tokens_.gather(indices));
+    columns.push_back(targets_.gather(indices));
   }
 
  private:
@@ -45,6 +54,7 @@ class TextWindowSource : public Source {
 
   std::shared_ptr<const TextCorpus> corpus_;
   TextWindowOptions o_;
+  ArrayRows tokens_, targets_;  // a window, and the same window one token on
 };
 
 }  // namespace

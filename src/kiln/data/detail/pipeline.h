@@ -153,11 +153,14 @@ class Pipeline {
 };
 
 // Stage factories (stages.cpp, source_stage.cpp).
-std::unique_ptr<Stage> make_source_stage(const DatasetNode& node, int64_t epochs, int id);
+// `numbers_only`: the source's rows carry only their row numbers, for a batch that gathers them
+// (`gather` below; Source::gathers_rows).
+std::unique_ptr<Stage> make_source_stage(const DatasetNode& node, int64_t epochs, int id,
+                                         bool numbers_only = false);
 std::unique_ptr<Stage> make_map_stage(const DatasetNode& node, Stage& child, int id);
 std::unique_ptr<Stage> make_batch_group_stage(const DatasetNode& node, Stage& child, int id,
-                                              bool collate);
-std::unique_ptr<Stage> make_batch_stage(const DatasetNode& node, Stage& child, int id);
+                                              bool collate, bool gather);
+std::unique_ptr<Stage> make_batch_stage(const DatasetNode& node, Stage& child, int id, bool gather);
 // `epochs`: the epochs the stage's output will be read for (-1: no end); take stops its input
 // after the last one.
 std::unique_ptr<Stage> make_sequential_stage(const DatasetNode& node, std::vector<Stage*> children,
