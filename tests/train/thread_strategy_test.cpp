@@ -60,6 +60,7 @@ struct TrainingRun {
   std::vector<std::vector<float>> state;
   ThreadStrategy strategy = ThreadStrategy::per_kernel;
   int fewest_launch_threads = 0, most_launch_threads = 0;  // over the whole-batch graph's launches
+  int update_groups = 0;  // the batch split's update: groups its slices' threads ran side by side
 };
 
 // Three Momentum steps of `model` on fixed batches of `batch`.
@@ -80,6 +81,9 @@ TrainingRun train(const std::string& model, int64_t batch, std::optional<ThreadS
     run.losses.push_back(step.run(x, y).item<float>());
   }
   run.strategy = step.thread_strategy();
+  if (const BatchSplitStep* split = step.batch_split_step()) {
+    run.update_groups = split->update().num_groups();
+  }
   const graph::Executable& exe = step.executable();
   run.fewest_launch_threads = exe.launch_threads(0);
   for (size_t i = 0; i < exe.num_launches(); ++i) {
@@ -151,6 +155,7 @@ TEST(BatchSplit, LeNetStepEqualsTheWholeBatchStep) {
   const TrainingRun split = train("lenet", 64, ThreadStrategy::batch_split);
   EXPECT_EQ(whole.strategy, ThreadStrategy::per_kernel);
   EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
+  EXPECT_EQ(split.update_groups, 2) << "the slices' threads did not share the update";
   expect_same_training(whole, split, "lenet b64, 2 slices");
 }
 
@@ -167,6 +172,7 @@ TEST(BatchSplit, FourSlicesEqualTheWholeBatchStep) {
   const TrainingRun whole = train("lenet", 32, ThreadStrategy::per_kernel);
   const TrainingRun split = train("lenet", 32, ThreadStrategy::batch_split);
   EXPECT_EQ(split.strategy, ThreadStrategy::batch_split);
+  EXPECT_EQ(split.update_groups, 4);
   expect_same_training(whole, split, "lenet b32, 4 slices");
 }
 

@@ -68,7 +68,8 @@ Executable::Executable(Graph graph, const CompileOptions& options)
     plan_ = plan_memory(graph_, view_aliases_,
                         {.inplace = options_.inplace,
                          .inputs_in_place = inputs_in_place_,
-                         .workspace_bytes = workspace_bytes});
+                         .workspace_bytes = workspace_bytes,
+                         .whole_step_lifetimes = options_.concurrent_groups > 1});
     if (options_.check_plan) check_memory_plan(plan_);
     bind();
     if (copy_inputs_kernels_cannot_follow()) continue;
@@ -80,6 +81,7 @@ Executable::Executable(Graph graph, const CompileOptions& options)
       }
     }
   }
+  form_groups();
   report_.arena_bytes = plan_.arena_bytes;
   report_.live_bytes_peak = plan_.live_bytes_peak;
   report_.unplanned_bytes = plan_.total_bytes;
@@ -227,47 +229,49 @@ void Executable::start(std::span<const Tensor> inputs) {
 
 void Executable::launch(size_t begin, size_t end) {
   ops::NoGradGuard no_grad;
-  // KILN_GRAPH_PROFILE and the profiler's observer share one pair of clock reads per launch.
   const LaunchObserver observer = launch_observer();
+  for (size_t li = begin; li < end; ++li) launch_one(li, observer);
+}
+
+void Executable::launch_one(size_t li, LaunchObserver observer, int threads) {
+  // KILN_GRAPH_PROFILE and the profiler's observer share one pair of clock reads per launch.
   const bool timed = profile_ || observer != nullptr;
-  for (size_t li = begin; li < end; ++li) {
-    Launch& l = launches_[li];
-    if (observer != nullptr) ops::clear_kernel_notes();  // the observer takes this launch's
-    const int64_t launch_begin = timed ? now_ns() : 0;
-    KernelThreads team(l.threads);
-    switch (l.kind) {
-      case Launch::Kind::kernel:
-        if (l.reseed) {
-          l.attrs.as<ops::DropoutAttrs>().seed = int64_t(default_generator().next_u64() >> 1);
-        }
-        l.kernel(l.in, l.out, l.attrs);
-        break;
-      case Launch::Kind::pointwise:
-        ops::pointwise_kernel(l.op, l.in, l.out, l.attrs);
-        break;
-      case Launch::Kind::copy_reshape:
-        ops::strided_copy(l.in[0], l.out[0]);
-        break;
-      case Launch::Kind::view_copy:
-        l.out[0].copy_from(l.view(l.in[0], l.attrs));
-        break;
-      case Launch::Kind::special:
-        if (options_.poison_workspaces && !l.workspace.empty()) {
-          std::memset(l.workspace.data(), 0xFF, l.workspace.size());
-        }
-        l.special->run(l.in, l.out);
-        break;
-    }
-    if (timed) {
-      const int64_t launch_end = now_ns();
-      if (profile_ && steps_run_ > 1) launch_ns_[li] += double(launch_end - launch_begin);
-      if (observer != nullptr) observer(*this, li, launch_begin, launch_end);
-    }
-    for (size_t j = 0; j < l.out.size(); ++j) {
-      if (l.out[j].defined() && l.out[j].raw_data() != l.out_data[j]) {
-        throw Error(std::string(node_label(graph_.node(l.node))) +
-                    ": the kernel replaced its output tensor instead of writing into it");
+  Launch& l = launches_[li];
+  if (observer != nullptr) ops::clear_kernel_notes();  // the observer takes this launch's
+  const int64_t launch_begin = timed ? now_ns() : 0;
+  KernelThreads team(threads > 0 ? threads : l.threads);
+  switch (l.kind) {
+    case Launch::Kind::kernel:
+      if (l.reseed) {
+        l.attrs.as<ops::DropoutAttrs>().seed = int64_t(default_generator().next_u64() >> 1);
       }
+      l.kernel(l.in, l.out, l.attrs);
+      break;
+    case Launch::Kind::pointwise:
+      ops::pointwise_kernel(l.op, l.in, l.out, l.attrs);
+      break;
+    case Launch::Kind::copy_reshape:
+      ops::strided_copy(l.in[0], l.out[0]);
+      break;
+    case Launch::Kind::view_copy:
+      l.out[0].copy_from(l.view(l.in[0], l.attrs));
+      break;
+    case Launch::Kind::special:
+      if (options_.poison_workspaces && !l.workspace.empty()) {
+        std::memset(l.workspace.data(), 0xFF, l.workspace.size());
+      }
+      l.special->run(l.in, l.out);
+      break;
+  }
+  if (timed) {
+    const int64_t launch_end = now_ns();
+    if (profile_ && steps_run_ > 1) launch_ns_[li] += double(launch_end - launch_begin);
+    if (observer != nullptr) observer(*this, li, launch_begin, launch_end);
+  }
+  for (size_t j = 0; j < l.out.size(); ++j) {
+    if (l.out[j].defined() && l.out[j].raw_data() != l.out_data[j]) {
+      throw Error(std::string(node_label(graph_.node(l.node))) +
+                  ": the kernel replaced its output tensor instead of writing into it");
     }
   }
 }
@@ -292,6 +296,27 @@ std::vector<Tensor> Executable::run_in_arena(std::span<const Tensor> inputs) {
   launch(0, launches_.size());
   std::vector<Tensor> result;
   for (ValueId v : graph_.outputs()) result.push_back(bound_[size_t(v)]);
+  release_inputs();
+  return result;
+}
+
+void Executable::begin_groups(std::span<const Tensor> inputs) {
+  start(inputs);
+}
+
+void Executable::run_group(int group) {
+  ops::NoGradGuard no_grad;
+  const LaunchObserver observer = launch_observer();
+  for (size_t li : groups_.at(size_t(group))) launch_one(li, observer, /*threads=*/1);
+}
+
+std::vector<Tensor> Executable::end_groups() {
+  {
+    ops::NoGradGuard no_grad;
+    const LaunchObserver observer = launch_observer();
+    for (size_t li : after_groups_) launch_one(li, observer);
+  }
+  std::vector<Tensor> result = outputs();
   release_inputs();
   return result;
 }

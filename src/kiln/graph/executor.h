@@ -63,6 +63,14 @@ struct CompileOptions {
   // bound; with threads_per_launch off every launch uses them all (the fixed team of old).
   int kernel_threads = 0;
   bool threads_per_launch = true;
+  // Inter-op parallelism: the launches form up to this many groups, each made of whole parts of
+  // the graph that share no memory any other part writes (the optimizer updates of different
+  // parameters, say), balanced by the op table's costs, so that as many threads can run them side
+  // by side (begin_groups, run_group). A part that costs more than a group's share runs after
+  // the groups instead, its kernels on the threads their costs pay for. Every buffer keeps its
+  // memory for the whole step (PlanOptions::whole_step_lifetimes). A graph with fewer than two
+  // parts to group, or whose kernels need scratch, makes one group. 1: off.
+  int concurrent_groups = 1;
   std::string dump_dir;  // when set, the IR before and after the passes is written there
   // Keep a copy of the graph as traced, before the passes (traced_graph()): the profiler shows
   // it beside the compiled one.
@@ -102,6 +110,7 @@ struct CompileReport {
   int inplace_reuses = 0;
   int inputs_in_place = 0;                      // graph inputs read where the caller keeps them
   int64_t workspace_bytes = 0;                  // the largest kernel scratch (SpecialKernel)
+  int concurrent_groups = 1;                    // CompileOptions::concurrent_groups formed
   int64_t workspace_outside_arena = 0;          // what found no gap in the arena at its kernel
   int blocked_values = 0, layout_reorders = 0;  // passes/block_layout.cpp
   std::string str() const;                      // one line, for logs
@@ -131,6 +140,18 @@ class Executable {
   // optimizer state has changed.
   std::vector<Tensor> run_until_updates(std::span<const Tensor> inputs);
   void run_updates();
+  // A step whose groups (CompileOptions::concurrent_groups) run on several threads at once:
+  // begin_groups() checks and takes the inputs on one thread; then each group's thread calls
+  // run_group(g) (its launches in schedule order, each on that thread alone); after every group
+  // has run, end_groups() runs the launches left for after the groups and returns the outputs as
+  // run() does. run() runs every launch in schedule order.
+  void begin_groups(std::span<const Tensor> inputs);
+  void run_group(int group);
+  std::vector<Tensor> end_groups();
+  int num_groups() const { return int(groups_.size()); }
+  // The launches of group g, and those end_groups() runs, in schedule order.
+  const std::vector<size_t>& group_launches(int group) const { return groups_.at(size_t(group)); }
+  const std::vector<size_t>& launches_after_groups() const { return after_groups_; }
 
   const CompileReport& report() const { return report_; }
   CompileReport& report() { return report_; }
@@ -166,6 +187,9 @@ class Executable {
   void find_input_followers();               // bind: which kernels read each input in place
   bool copy_inputs_kernels_cannot_follow();  // true when some input must be copied after all
   void launch(size_t begin, size_t end);
+  // Launch li; `threads` > 0 overrides the team chosen at bind.
+  void launch_one(size_t li, LaunchObserver observer, int threads = 0);
+  void form_groups();  // after bind (concurrent_groups)
   std::vector<Tensor> outputs() const;
 
   Graph graph_;
@@ -192,6 +216,8 @@ class Executable {
   uint64_t id_ = 0;
   size_t first_update_ = 0;       // updates_last: the launches from here on are the updates
   bool updates_pending_ = false;  // run_until_updates() ran, run_updates() may follow
+  std::vector<std::vector<size_t>> groups_;  // launch indices per group (one group: all)
+  std::vector<size_t> after_groups_;         // the parts too large for a group
 };
 
 // The pass pipeline (pass_pipeline.cpp, one list in the order the passes run): clean-up, fusion,

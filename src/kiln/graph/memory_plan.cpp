@@ -178,6 +178,13 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<bool>& view_aliases
     }
   }
 
+  if (options.whole_step_lifetimes) {
+    for (MemoryPlan::Buffer& b : plan.buffers) {
+      b.first = -1;
+      b.last = end;
+    }
+  }
+
   // Kernels' workspaces, where their sizes are known: packed with the tensors as buffers live at
   // their kernel's position alone, then moved to plan.workspaces.
   const size_t value_buffers = plan.buffers.size();

@@ -52,6 +52,10 @@ struct PlanOptions {
   std::vector<bool> inputs_in_place;
   // Per schedule position: bytes of workspace the kernel there needs (empty: none known).
   std::vector<int64_t> workspace_bytes;
+  // Every buffer keeps its memory for the whole step: no two values share it (in-place reuse
+  // within one node aside), so independent parts of the graph may run at the same time
+  // (CompileOptions::concurrent_groups).
+  bool whole_step_lifetimes = false;
 };
 
 // `view_aliases[node]`: whether a view node's output shares its input's memory (the executor

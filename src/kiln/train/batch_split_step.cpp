@@ -232,6 +232,8 @@ BatchSplitStep::BatchSplitStep(nn::Cell& net, nn::LossCell& loss, optim::Optimiz
   graph::CompileOptions o = options;
   o.micro_batches = 1;
   o.updates_last = false;
+  // The slices' threads run the update too, each its share of the parameters' updates.
+  o.concurrent_groups = slices;
   o.dump_name = options.dump_name + "_update";
   update_ = std::make_unique<graph::Executable>(std::move(g), o);
   compile_ms_ =
@@ -267,13 +269,25 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
   std::vector<std::vector<Tensor>> outs(static_cast<size_t>(slices));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
   std::atomic<int> first_failure{-1};  // the others may fail only because it did
+  auto fail = [&](int i) {
+    errors[size_t(i)] = std::current_exception();
+    int none = -1;
+    first_failure.compare_exchange_strong(none, i);
+  };
+  std::vector<Tensor> update_inputs;
+  auto collect_update_inputs = [&] {
+    for (const std::vector<Tensor>& o : outs)
+      update_inputs.insert(update_inputs.end(), o.begin(), o.end());
+  };
+  bool update_began = false;  // by the team's first thread, between two barriers
   group_->reset();
   // One team for the whole step; inside it every kernel of a slice runs on its slice's thread
-  // (the slice graphs were bound for one thread; nested regions get one thread too).
+  // (the slice graphs were bound for one thread; nested regions get one thread too). Then, when
+  // the update formed a group per slice, the same threads run it, each its group.
 #pragma omp parallel num_threads(slices)
   {
-    const int team = omp_get_num_threads();
-    for (int i = omp_get_thread_num(); i < slices; i += team) {
+    const int team = omp_get_num_threads(), me = omp_get_thread_num();
+    for (int i = me; i < slices; i += team) {
       try {
         if (team < slices && shared_statistics_ > 0) {
           throw Error(detail::concat("batch-split step: its ", slices, " slices meet at ",
@@ -284,17 +298,38 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
         ThreadGroup::Member member(*group_, i);
         outs[size_t(i)] = slice_steps_[size_t(i)]->run_in_arena(slice_inputs[size_t(i)]);
       } catch (...) {
-        errors[size_t(i)] = std::current_exception();
-        int none = -1;
-        first_failure.compare_exchange_strong(none, i);
+        fail(i);
         group_->abort();  // nobody waits for this slice at a meeting it will not reach
       }
     }
+    if (team == update_->num_groups()) {  // the same on every thread of the team
+#pragma omp barrier
+      if (me == 0 && first_failure.load() < 0) {
+        try {
+          collect_update_inputs();
+          update_->begin_groups(update_inputs);
+          update_began = true;
+        } catch (...) {
+          fail(0);
+        }
+      }
+#pragma omp barrier
+      if (update_began) {
+        try {
+          update_->run_group(me);
+        } catch (...) {
+          fail(me);
+        }
+      }
+    }
+  }
+  if (update_began) {
+    std::vector<Tensor> outputs = update_->end_groups();
+    if (first_failure.load() >= 0) std::rethrow_exception(errors[size_t(first_failure.load())]);
+    return outputs[0];
   }
   if (first_failure.load() >= 0) std::rethrow_exception(errors[size_t(first_failure.load())]);
-  std::vector<Tensor> update_inputs;
-  for (const std::vector<Tensor>& o : outs)
-    update_inputs.insert(update_inputs.end(), o.begin(), o.end());
+  collect_update_inputs();
   return update_->run(update_inputs)[0];
 }
 

@@ -139,6 +139,8 @@ class CompiledTrainStep {
   }
   // Whether the strategy of the graph the last training step ran is still being tried.
   bool thread_trial_running() const { return current_.trial != nullptr; }
+  // The batch-split step the last training step ran; null when it ran the whole batch.
+  const BatchSplitStep* batch_split_step() const { return current_.split; }
 
  private:
   graph::Executable& compile(const nn::Tensors& inputs, const Tensor& labels, bool evaluation);
