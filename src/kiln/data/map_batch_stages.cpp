@@ -219,8 +219,9 @@ class Collator {
     try {
       source.gather_rows(indices, out.columns);
     } catch (const std::exception& e) {
-      throw Error(kiln::detail::concat(name, ": failed to gather ", indices.size(), " rows from ",
-                                       source.describe(indices.front()), " on: ", e.what()));
+      throw Error(kiln::detail::concat(name, ": failed to gather ", indices.size(),
+                                       " rows (the first: ", source.describe(indices.front()),
+                                       "): ", e.what()));
     }
     if (out.columns.size() != node_.columns.size()) {
       throw Error(kiln::detail::concat(name, ": ", source.name(), " gathered ", out.columns.size(),

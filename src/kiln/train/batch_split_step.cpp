@@ -323,12 +323,9 @@ Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
       }
     }
   }
-  if (update_began) {
-    std::vector<Tensor> outputs = update_->end_groups();
-    if (first_failure.load() >= 0) std::rethrow_exception(errors[size_t(first_failure.load())]);
-    return outputs[0];
-  }
+  // A failed group leaves the update's inputs borrowed until the next step takes new ones.
   if (first_failure.load() >= 0) std::rethrow_exception(errors[size_t(first_failure.load())]);
+  if (update_began) return update_->end_groups()[0];
   collect_update_inputs();
   return update_->run(update_inputs)[0];
 }
