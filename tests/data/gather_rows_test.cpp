@@ -9,6 +9,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/data/dataset.h"
+#include "kiln/data/text_dataset.h"
 
 namespace kiln::data::gather_rows_test {
 namespace {
@@ -176,6 +177,22 @@ TEST(GatherRows, FashionMnistBatchesEqualItsRowsCollated) {
   EXPECT_EQ(gathered.shapes[0], (Shape{64, 28, 28, 1}));
   EXPECT_EQ(gathered.shapes, collated.shapes);
   EXPECT_EQ(gathered.values, collated.values);
+}
+
+TEST(GatherRows, TextWindowBatchesEqualTheirRowsCollated) {
+  auto corpus = std::make_shared<const TextCorpus>(read_text_corpus(kDefaultTextCorpus));
+  TextWindowOptions o{.context_length = 16, .begin = 100, .end = 5000, .stride = 3};
+  o.source.shuffle = true;
+  const Dataset windows = TextWindowDataset(corpus, o);
+  const Batches gathered = two_epochs(windows.batch(8));
+  const Batches collated = two_epochs(windows.skip(0).batch(8));
+  ASSERT_FALSE(gathered.shapes.empty());
+  EXPECT_EQ(gathered.shapes[0], (Shape{8, 16}));
+  EXPECT_EQ(gathered.shapes, collated.shapes);
+  EXPECT_EQ(gathered.values, collated.values);
+  // The targets are the tokens one on.
+  EXPECT_EQ(std::vector<double>(gathered.values[0].begin() + 1, gathered.values[0].begin() + 16),
+            std::vector<double>(gathered.values[1].begin(), gathered.values[1].begin() + 15));
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ class Source {
   // that reads such a source directly then copies its rows straight out of the arrays
   // (gather_rows), and the source's thread hands it row numbers, not rows. A row of its own is
   // a few small allocations made on one thread and freed on another; for Fashion-MNIST that
-  // traffic cost 2.3 µs a row, about a quarter of LeNet's training step on two threads.
+  // traffic cost 2.3 µs a row, CPU time that training on every core pays.
   virtual bool gathers_rows() const { return false; }
   // With gathers_rows(): fills `columns` (arrives empty) with one contiguous tensor per column,
   // [indices.size(), ...the row's shape], row k equal to what read() gives for indices[k].

@@ -12,7 +12,8 @@
 namespace kiln::data {
 namespace {
 
-// Rows are views into the corpus's token tensor; the batch stage copies them.
+// Rows are views into the corpus's token tensor; a batch copies them, or gathers them straight
+// from it (ArrayRows).
 class TextWindowSource : public Source {
  public:
   TextWindowSource(std::shared_ptr<const TextCorpus> corpus, const TextWindowOptions& o)

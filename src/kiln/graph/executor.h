@@ -66,8 +66,9 @@ struct CompileOptions {
   // Inter-op parallelism: the launches form up to this many groups, each made of whole parts of
   // the graph that share no memory any other part writes (the optimizer updates of different
   // parameters, say), balanced by the op table's costs, so that as many threads can run them side
-  // by side (begin_groups, run_group). A part that costs more than a group's share runs after
-  // the groups instead, its kernels on the threads their costs pay for. Every buffer keeps its
+  // by side (begin_groups, run_group). A part that streams from memory and costs more than a
+  // group's share runs after the groups instead, its kernels on the threads their costs pay
+  // for (graph/launch_groups.cpp says why). Every buffer keeps its
   // memory for the whole step (PlanOptions::whole_step_lifetimes). A graph with fewer than two
   // parts to group, or whose kernels need scratch, makes one group. 1: off.
   int concurrent_groups = 1;
