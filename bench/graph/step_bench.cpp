@@ -1,6 +1,7 @@
 // Training-step throughput of one model in one mode, for side-by-side runs:
 //   kiln_graph_step_bench <model> <batch> <eager|graph> <fusion on|off> [steps]
 //                         [--amp-level O0|O1|O2|O3] [--amp-strict] [--micro-batches N]
+//                         [--eager-split]
 // <model>: any image model of the zoo (models::model_names()), fed 1x28x28 images.
 // Prints one JSON line: images_per_sec, step_ms, compile_ms, plan peak, allocator peak, peak RSS,
 // and step RSS: how far the process's peak RSS rose above its RSS just before the first step
@@ -17,10 +18,12 @@
 #include "kiln/autograd/tape.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/random.h"
+#include "kiln/core/threads.h"
 #include "kiln/models/zoo.h"
 #include "kiln/nn/loss.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/optim/momentum.h"
+#include "kiln/train/batch_split_step.h"
 #include "kiln/train/compiled_step.h"
 
 using namespace kiln;
@@ -82,9 +85,25 @@ int main(int argc, char** argv) {
   if (const char* dump_dir = std::getenv("KILN_DUMP_DIR")) options.dump_dir = dump_dir;
   train::CompiledTrainStep step(*net, loss, opt, options, amp_config);
   step.set_verbose(false);
+  // --eager-split: eager mode splits the batch across the threads where the network allows
+  // it, as train::Model does (without it, each kernel takes the threads its cost pays for).
+  bool eager_split = false;
+  for (int i = 5; i < argc; ++i) eager_split |= std::string(argv[i]) == "--eager-split";
+  const int eager_slices =
+      !graph_mode && eager_split && num_threads() > 1 &&
+              train::eager_batch_split_refusal(*net, loss, {x}, y, num_threads()).empty()
+          ? num_threads()
+          : 1;
   auto run_step = [&]() -> float {
     if (graph_mode) return step.run(x, y).item<float>();
     opt.prepare_step();
+    if (eager_slices > 1) {
+      auto [l, grads] = train::eager_split_loss_and_gradients(*net, loss, params, amp_config, {x},
+                                                              y, eager_slices);
+      opt.apply(grads);
+      opt.advance();
+      return l.item<float>();
+    }
     Tensor l;
     {
       std::optional<amp::AutocastScope> autocast;
