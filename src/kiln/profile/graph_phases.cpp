@@ -71,7 +71,9 @@ void split_graph_steps(Collection& c) {
     auto last = first;
     while (last != launches.end() && (*last)->begin_ns < p.end_ns) ++last;
     // When batch slices run side by side (train/batch_split_step.h) the threads' launches
-    // interleave: the phases follow the thread that launched the most.
+    // interleave, and another slice may be a phase ahead: the phases, drawn on the training
+    // loop's thread (0), follow its own launches; where it launched none, the thread that
+    // launched the most.
     std::map<uint32_t, int> per_thread;
     for (auto it = first; it != last; ++it) ++per_thread[(*it)->thread];
     uint32_t busiest = 0;
@@ -79,6 +81,7 @@ void split_graph_steps(Collection& c) {
     for (const auto& [thread, count] : per_thread) {
       if (count > most) busiest = thread, most = count;
     }
+    if (per_thread.contains(0)) busiest = 0;
     PhaseEvent current{StepPhase::graph_step, p.begin_ns, p.end_ns};
     for (auto it = first; it != last; ++it) {
       if ((*it)->thread != busiest) continue;

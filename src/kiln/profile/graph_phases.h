@@ -19,7 +19,8 @@ std::vector<train::StepPhase> node_phases(const graph::Graph& graph);
 // Replaces each graph_step phase of `collection` that holds graph launches by consecutive
 // phases, a new one where a launch of another phase begins, which together span the graph_step
 // exactly (so the phases still make up the step). A launch of no known phase continues the
-// phase before it; where several threads launched, the one that launched the most is followed.
+// phase before it; where several threads launched, the training loop's (thread 0, where the
+// phases are drawn) is followed, or without its launches the one that launched the most.
 void split_graph_steps(Collection& collection);
 
 }  // namespace kiln::profile
