@@ -10,6 +10,24 @@ void Source::gather_rows(const std::vector<int64_t>&, std::vector<Tensor>&) cons
   throw Error(name() + " cannot gather rows into a batch (gathers_rows() is false)");
 }
 
+std::unique_ptr<SourceReader> ArraySource::make_reader() const {
+  struct Reader : SourceReader {
+    const std::vector<ArrayRows>* columns;
+    void read(int64_t index, std::vector<Tensor>& out) override {
+      out.reserve(columns->size());
+      for (const ArrayRows& column : *columns) out.push_back(column.row(index));
+    }
+  };
+  auto r = std::make_unique<Reader>();
+  r->columns = &array_columns_;
+  return r;
+}
+
+void ArraySource::gather_rows(const std::vector<int64_t>& indices,
+                              std::vector<Tensor>& columns) const {
+  for (const ArrayRows& column : array_columns_) columns.push_back(column.gather(indices));
+}
+
 Tensor ArrayRows::row(int64_t index) const {
   return array.view_as(row_shape, row_strides, first + index * step);
 }

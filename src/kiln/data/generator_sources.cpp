@@ -61,7 +61,7 @@ class IterableSource : public Source {
   std::vector<std::string> columns_;
 };
 
-class SlicesSource : public Source {
+class SlicesSource : public ArraySource {
  public:
   SlicesSource(std::vector<Tensor> data, std::vector<std::string> columns)
       : data_(std::move(data)), columns_(std::move(columns)) {
@@ -83,34 +83,16 @@ class SlicesSource : public Source {
       }
       Shape s(std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()));
       Strides st(t.strides().begin() + 1, t.strides().end());
-      rows_.push_back({t, std::move(s), std::move(st), t.offset(), t.strides()[0]});
+      array_columns_.push_back({t, std::move(s), std::move(st), t.offset(), t.strides()[0]});
     }
   }
   std::string name() const override { return "NumpySlicesDataset"; }
   std::vector<std::string> column_names() const override { return columns_; }
   int64_t num_rows() const override { return data_[0].dim(0); }
-  std::unique_ptr<SourceReader> make_reader() const override {
-    struct Reader : SourceReader {
-      const SlicesSource* s;
-      void read(int64_t index, std::vector<Tensor>& columns) override {
-        columns.reserve(s->rows_.size());
-        for (const ArrayRows& column : s->rows_) columns.push_back(column.row(index));
-      }
-    };
-    auto r = std::make_unique<Reader>();
-    r->s = this;
-    return r;
-  }
-  bool gathers_rows() const override { return true; }
-  void gather_rows(const std::vector<int64_t>& indices,
-                   std::vector<Tensor>& columns) const override {
-    for (const ArrayRows& column : rows_) columns.push_back(column.gather(indices));
-  }
 
  private:
   std::vector<Tensor> data_;
   std::vector<std::string> columns_;
-  std::vector<ArrayRows> rows_;  // per column
 };
 
 }  // namespace

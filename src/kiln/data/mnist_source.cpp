@@ -89,15 +89,15 @@ std::shared_ptr<const MnistData> load_cached(const std::string& dir, const std::
   return data;
 }
 
-class MnistSource : public Source {
+class MnistSource : public ArraySource {
  public:
   MnistSource(std::shared_ptr<const MnistData> data, std::string name, std::string dir)
       : data_(std::move(data)), name_(std::move(name)), dir_(std::move(dir)) {
     const Shape& s = data_->images.shape();
     const Shape image{s[1], s[2], 1};
-    images_ = {data_->images, image, contiguous_strides(image), data_->images.offset(),
-               image.numel()};
-    labels_ = {data_->labels, Shape{}, Strides{}, data_->labels.offset(), 1};
+    array_columns_ = {
+        {data_->images, image, contiguous_strides(image), data_->images.offset(), image.numel()},
+        {data_->labels, Shape{}, Strides{}, data_->labels.offset(), 1}};
   }
   std::string name() const override { return name_; }
   std::vector<std::string> column_names() const override { return {"image", "label"}; }
@@ -105,30 +105,10 @@ class MnistSource : public Source {
   std::string describe(int64_t index) const override {
     return "row " + std::to_string(index) + " of " + name_ + " (" + dir_ + ")";
   }
-  std::unique_ptr<SourceReader> make_reader() const override {
-    struct Reader : SourceReader {
-      const MnistSource* s;
-      void read(int64_t index, std::vector<Tensor>& columns) override {
-        columns.reserve(2);
-        columns.push_back(s->images_.row(index));
-        columns.push_back(s->labels_.row(index));
-      }
-    };
-    auto r = std::make_unique<Reader>();
-    r->s = this;
-    return r;
-  }
-  bool gathers_rows() const override { return true; }
-  void gather_rows(const std::vector<int64_t>& indices,
-                   std::vector<Tensor>& columns) const override {
-    columns.push_back(images_.gather(indices));
-    columns.push_back(labels_.gather(indices));
-  }
 
  private:
   std::shared_ptr<const MnistData> data_;
   std::string name_, dir_;
-  ArrayRows images_, labels_;
 };
 
 Dataset make_mnist(std::string dir, const MnistOptions& o, const char* name) {

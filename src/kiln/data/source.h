@@ -88,7 +88,7 @@ class Source {
   virtual std::string describe(int64_t index) const;
   // Reader threads used when SourceOptions::num_parallel_workers is 0.
   virtual int default_workers() const { return 1; }
-  // True for sources whose rows are equal slices of arrays in memory (ArrayRows below): a batch
+  // True for sources whose rows are equal slices of arrays in memory (ArraySource below): a batch
   // that reads such a source directly then copies its rows straight out of the arrays
   // (gather_rows), and the source's thread hands it row numbers, not rows. A row of its own is
   // a few small allocations made on one thread and freed on another; for Fashion-MNIST that
@@ -110,6 +110,19 @@ struct ArrayRows {
 
   Tensor row(int64_t index) const;                           // a view, no copy
   Tensor gather(const std::vector<int64_t>& indices) const;  // a new contiguous batch
+};
+
+// A source whose every column is ArrayRows: its reader gives views, gather_rows() copies. The
+// subclass fills `array_columns_`, one per column_names() entry, in its constructor.
+class ArraySource : public Source {
+ public:
+  std::unique_ptr<SourceReader> make_reader() const override;
+  bool gathers_rows() const override { return true; }
+  void gather_rows(const std::vector<int64_t>& indices,
+                   std::vector<Tensor>& columns) const override;
+
+ protected:
+  std::vector<ArrayRows> array_columns_;
 };
 
 // MindSpore's keyword arguments common to every source.

@@ -13,15 +13,16 @@ namespace kiln::data {
 namespace {
 
 // Rows are views into the corpus's token tensor; a batch copies them, or gathers them straight
-// from it (ArrayRows).
-class TextWindowSource : public Source {
+// from it (ArraySource).
+class TextWindowSource : public ArraySource {
  public:
   TextWindowSource(std::shared_ptr<const TextCorpus> corpus, const TextWindowOptions& o)
       : corpus_(std::move(corpus)), o_(o) {
     const Tensor& tokens = corpus_->tokens;
     const Shape window{o_.context_length};
-    tokens_ = {tokens, window, Strides{1}, tokens.offset() + o_.begin, o_.stride};
-    targets_ = {tokens, window, Strides{1}, tokens.offset() + o_.begin + 1, o_.stride};
+    // A window, and the same window one token on.
+    array_columns_ = {{tokens, window, Strides{1}, tokens.offset() + o_.begin, o_.stride},
+                      {tokens, window, Strides{1}, tokens.offset() + o_.begin + 1, o_.stride}};
   }
   std::string name() const override { return "TextWindowDataset"; }
   std::vector<std::string> column_names() const override { return {"tokens", "targets"}; }
@@ -31,31 +32,12 @@ class TextWindowSource : public Source {
   std::string describe(int64_t index) const override {
     return kiln::detail::concat("window at byte ", start_of(index), " of ", corpus_->path);
   }
-  std::unique_ptr<SourceReader> make_reader() const override {
-    struct Reader : SourceReader {
-      const TextWindowSource* s;
-      void read(int64_t index, std::vector<Tensor>& columns) override {
-        columns.push_back(s->tokens_.row(index));
-        columns.push_back(s->targets_.row(index));
-      }
-    };
-    auto r = std::make_unique<Reader>();
-    r->s = this;
-    return r;
-  }
-  bool gathers_rows() const override { return true; }
-  void gather_rows(const std::vector<int64_t>& indices,
-                   std::vector<Tensor>& columns) const override {
-    columns.push_back(tokens_.gather(indices));
-    columns.push_back(targets_.gather(indices));
-  }
 
  private:
   int64_t start_of(int64_t index) const { return o_.begin + index * o_.stride; }
 
   std::shared_ptr<const TextCorpus> corpus_;
   TextWindowOptions o_;
-  ArrayRows tokens_, targets_;  // a window, and the same window one token on
 };
 
 }  // namespace
