@@ -76,15 +76,16 @@ void split_graph_steps(Collection& c) {
     // launched the most.
     std::map<uint32_t, int> per_thread;
     for (auto it = first; it != last; ++it) ++per_thread[(*it)->thread];
-    uint32_t busiest = 0;
-    int most = 0;
-    for (const auto& [thread, count] : per_thread) {
-      if (count > most) busiest = thread, most = count;
+    uint32_t followed = 0;
+    if (!per_thread.contains(0)) {
+      int most = 0;
+      for (const auto& [thread, count] : per_thread) {
+        if (count > most) followed = thread, most = count;
+      }
     }
-    if (per_thread.contains(0)) busiest = 0;
     PhaseEvent current{StepPhase::graph_step, p.begin_ns, p.end_ns};
     for (auto it = first; it != last; ++it) {
-      if ((*it)->thread != busiest) continue;
+      if ((*it)->thread != followed) continue;
       const StepPhase phase = c.signatures[(*it)->signature].phase;
       if (phase == StepPhase::graph_step || phase == current.phase) continue;
       if (current.phase != StepPhase::graph_step) {
