@@ -7,7 +7,7 @@
 namespace kiln {
 namespace {
 
-AutoParallelContext& current() {
+AutoParallelContext& current_auto_parallel() {
   static AutoParallelContext c;
   return c;
 }
@@ -45,15 +45,15 @@ void set_auto_parallel_context(const AutoParallelContext& c) {
     throw Error(detail::concat("set_auto_parallel_context: memory_limit_mb must be >= 0, got ",
                                c.memory_limit_mb));
   }
-  current() = c;
+  current_auto_parallel() = c;
 }
 
 const AutoParallelContext& get_auto_parallel_context() {
-  return current();
+  return current_auto_parallel();
 }
 
 void reset_auto_parallel_context() {
-  current() = AutoParallelContext{};
+  current_auto_parallel() = AutoParallelContext{};
 }
 
 std::string parallel_mode_name(ParallelMode mode) {

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +44,8 @@ struct TensorMeta {
   bool operator==(const TensorMeta&) const = default;
 };
 TensorMeta meta_of(const Tensor& t);
+// "f32[2, 3]", for error messages.
+std::string describe_meta(const TensorMeta& m);
 
 enum class AmpClass : uint8_t {
   low_precision,  // runs in bf16/f16 from O1 on (matmul, conv): the white list

@@ -29,6 +29,10 @@ OpKind op_by_name(std::string_view name) {
   throw Error("unknown op '" + std::string(name) + "'");
 }
 
+std::string describe_meta(const TensorMeta& m) {
+  return std::string(dtype_name(m.dtype)) + m.shape.str();
+}
+
 TensorMeta meta_of(const Tensor& t) {
   bool cl = t.rank() == 4 && !t.is_contiguous() && t.is_channels_last();
   return {t.shape(), t.dtype(), cl ? Layout::channels_last : Layout::contiguous};

@@ -27,8 +27,8 @@ std::string describe_metas(std::span<const TensorMeta> metas) {
   return s;
 }
 
-[[noreturn]] void refuse(OpKind kind, std::span<const TensorMeta> inputs, const Strategy& s,
-                         const std::string& why) {
+[[noreturn]] void refuse_strategy(OpKind kind, std::span<const TensorMeta> inputs,
+                                  const Strategy& s, const std::string& why) {
   throw ShapeError(std::string(op_name(kind)) + ": strategy " + strategy_str(s) + " for inputs " +
                    describe_metas(inputs) + " does not fit: " + why);
 }
@@ -61,37 +61,39 @@ ShardedForm shard_form(OpKind kind, std::span<const TensorMeta> inputs, const At
                        const Strategy& strategy, int64_t device_num) {
   const OpDef& def = op_def(kind);
   if (strategy.size() != inputs.size()) {
-    refuse(kind, inputs, strategy,
-           detail::concat("it gives ", strategy.size(), " inputs' parts for ", inputs.size(),
-                          " inputs"));
+    refuse_strategy(kind, inputs, strategy,
+                    detail::concat("it gives ", strategy.size(), " inputs' parts for ",
+                                   inputs.size(), " inputs"));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Shape& shape = inputs[i].shape;
     if (int64_t(strategy[i].size()) != shape.rank()) {
-      refuse(kind, inputs, strategy,
-             detail::concat("input ", i, " has ", shape.rank(), " dimensions but its parts ",
-                            parts_str(strategy[i]), " have ", strategy[i].size()));
+      refuse_strategy(
+          kind, inputs, strategy,
+          detail::concat("input ", i, " has ", shape.rank(), " dimensions but its parts ",
+                         parts_str(strategy[i]), " have ", strategy[i].size()));
     }
     for (int d = 0; d < shape.rank(); ++d) {
       const int64_t p = strategy[i][size_t(d)];
       if (p < 1) {
-        refuse(kind, inputs, strategy,
-               detail::concat("input ", i, " dimension ", d, " has ", p, " parts; parts are >= 1"));
+        refuse_strategy(
+            kind, inputs, strategy,
+            detail::concat("input ", i, " dimension ", d, " has ", p, " parts; parts are >= 1"));
       }
       if (shape[d] % p != 0) {
-        refuse(kind, inputs, strategy,
-               detail::concat(p, " parts do not divide input ", i, "'s dimension ", d, " of ",
-                              shape[d]));
+        refuse_strategy(kind, inputs, strategy,
+                        detail::concat(p, " parts do not divide input ", i, "'s dimension ", d,
+                                       " of ", shape[d]));
       }
     }
   }
   ShardedForm form;
   if (!def.shard) {
     if (!is_replicated(strategy)) {
-      refuse(kind, inputs, strategy,
-             std::string("the op has no shard rule and runs replicated (") +
-                 (def.no_shard_reason ? def.no_shard_reason : "no reason given") +
-                 "); give it no strategy or all ones");
+      refuse_strategy(kind, inputs, strategy,
+                      std::string("the op has no shard rule and runs replicated (") +
+                          (def.no_shard_reason ? def.no_shard_reason : "no reason given") +
+                          "); give it no strategy or all ones");
     }
     for (const TensorMeta& m : inputs) {
       form.input_maps.emplace_back(size_t(m.shape.rank()), kNotSplit);
@@ -105,16 +107,16 @@ ShardedForm shard_form(OpKind kind, std::span<const TensorMeta> inputs, const At
     try {
       form = def.shard->form(inputs, attrs, strategy);
     } catch (const ShapeError& e) {
-      refuse(kind, inputs, strategy,
-             std::string(e.what()) + " (the rule accepts " + def.shard->accepts + ")");
+      refuse_strategy(kind, inputs, strategy,
+                      std::string(e.what()) + " (the rule accepts " + def.shard->accepts + ")");
     }
   }
   int64_t devices = 1;
   for (int64_t p : form.device_matrix) devices *= p;
   if (device_num > 0 && (devices > device_num || device_num % devices != 0)) {
-    refuse(kind, inputs, strategy,
-           detail::concat("it needs ", devices, " devices, which do not divide the ", device_num,
-                          " devices of the job (device_num)"));
+    refuse_strategy(kind, inputs, strategy,
+                    detail::concat("it needs ", devices, " devices, which do not divide the ",
+                                   device_num, " devices of the job (device_num)"));
   }
   return form;
 }

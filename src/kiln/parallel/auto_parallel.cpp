@@ -20,8 +20,6 @@ using graph::Graph;
 using graph::NodeId;
 using graph::ValueId;
 
-constexpr double kInfinite = std::numeric_limits<double>::infinity();
-
 double mib(double bytes) {
   return bytes / double(1 << 20);
 }

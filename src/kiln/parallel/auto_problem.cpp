@@ -19,7 +19,6 @@ using graph::Graph;
 using graph::NodeId;
 using graph::ValueId;
 
-constexpr double kInfinite = std::numeric_limits<double>::infinity();
 // Forward and backward: a backward runs about two forwards' work (the data and the weight
 // gradients), and mirrors every redistribution (an all_gather's gradient is a reduce_scatter).
 constexpr double kStepComputeFactor = 3.0;
@@ -334,7 +333,7 @@ bool AutoProblem::refuse_unsupported_edges(const std::vector<int>& choice) {
         plan_redistribution(from, to, rank, edges_[i].dtype, options_.machine.comm);
       }
     } catch (const Error&) {
-      edge.cost[size_t(sa) * time_graph.strategies(edge.b) + size_t(sb)] = kInfinite;
+      edge.cost[size_t(sa) * time_graph.strategies(edge.b) + size_t(sb)] = kInfiniteCost;
       refused = true;
     }
   }

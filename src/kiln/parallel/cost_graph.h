@@ -6,10 +6,14 @@
 // of its nodes' and edges' costs. The search (dp_search.h) knows nothing else: auto_parallel.h
 // builds this graph from a traced step.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace kiln::parallel {
+
+// The cost of a choice that is ruled out (over the memory limit, or not a valid split).
+inline constexpr double kInfiniteCost = std::numeric_limits<double>::infinity();
 
 struct CostGraph {
   struct Node {

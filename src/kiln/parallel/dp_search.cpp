@@ -10,7 +10,6 @@
 namespace kiln::parallel {
 namespace {
 
-constexpr double kInfinite = std::numeric_limits<double>::infinity();
 // Conditioned branches tried in all (each a reduction of what remains) before only the best few
 // strategies of a conditioned node are tried.
 constexpr int64_t kBranchBudget = 512;
@@ -90,7 +89,7 @@ struct Record {
 };
 
 struct Solution {
-  double cost = kInfinite;
+  double cost = kInfiniteCost;
   std::vector<Record> records;
   std::vector<std::pair<int, int>> fixed;  // (node, strategy): conditioned and last nodes
   bool exact = true;
@@ -105,7 +104,7 @@ void fold_into_neighbour(Work& g, int v, int edge_id, Solution& s) {
   Record r{v, u, -1, std::vector<int>(nu, 0)};
   const std::vector<double>& cv = g.cost[size_t(v)];
   for (size_t su = 0; su < nu; ++su) {
-    double best = kInfinite;
+    double best = kInfiniteCost;
     for (size_t sv = 0; sv < nv; ++sv) {
       const double c = m[su * nv + sv] + cv[sv];
       if (c < best) {
@@ -129,14 +128,14 @@ void eliminate_between(Work& g, int v, int e1, int e2, Solution& s) {
   const std::vector<double> right = g.oriented(g.edges[size_t(e2)], v);  // [sv][sw]
   const size_t nu = g.count[size_t(u)], nv = g.count[size_t(v)], nw = g.count[size_t(w)];
   const std::vector<double>& cv = g.cost[size_t(v)];
-  std::vector<double> joined(nu * nw, kInfinite);
+  std::vector<double> joined(nu * nw, kInfiniteCost);
   Record r{v, u, w, std::vector<int>(nu * nw, 0)};
   for (size_t su = 0; su < nu; ++su) {
     double* out = &joined[su * nw];
     int* arg = &r.best[su * nw];
     for (size_t sv = 0; sv < nv; ++sv) {
       const double base = left[su * nv + sv] + cv[sv];
-      if (base == kInfinite) continue;
+      if (base == kInfiniteCost) continue;
       const double* row = &right[sv * nw];
       for (size_t sw = 0; sw < nw; ++sw) {
         const double c = base + row[sw];
@@ -318,7 +317,7 @@ SearchResult search_exhaustive(const CostGraph& graph, double limit) {
         detail::concat("exhaustive search: ", combinations, " combinations exceed ", limit));
   }
   SearchResult best;
-  best.cost = kInfinite;
+  best.cost = kInfiniteCost;
   std::vector<int> choice(graph.nodes.size(), 0);
   while (true) {
     const double c = graph.total(choice);

@@ -13,10 +13,6 @@
 namespace kiln::ops {
 namespace {
 
-std::string describe_meta(const TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
 // The output in logical row-major order, or a staging copy of the input in it.
 Tensor dense_input(const Tensor& x) {
   return x.is_contiguous() ? x : contiguous_copy(x);

@@ -39,11 +39,6 @@ void compare_equal_tile(float* o, const float* const* in, int64_t n, const Attrs
   for (int64_t i = 0; i < n; ++i) o[i] = a[i] == b[i] ? 1.0f : 0.0f;
 }
 
-template <const char* Name>
-std::vector<TensorMeta> infer_any(std::span<const TensorMeta> in, const Attrs&) {
-  return infer_pointwise(Name, in);
-}
-
 }  // namespace
 
 const OpDef op_def_relu_grad = {
@@ -92,7 +87,7 @@ const OpDef op_def_gelu_grad = {
 const OpDef op_def_where_positive = {
     .name = kWherePositive,
     .num_inputs = 3,
-    .infer = infer_any<kWherePositive>,
+    .infer = infer<kWherePositive>,
     .kernel = kernel<OpKind::where_positive>,
     // The condition only selects: no gradient flows to it.
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
@@ -113,7 +108,7 @@ const OpDef op_def_where_positive = {
 const OpDef op_def_compare_equal = {
     .name = kCompareEqual,
     .num_inputs = 2,
-    .infer = infer_any<kCompareEqual>,
+    .infer = infer<kCompareEqual>,
     .kernel = kernel<OpKind::compare_equal>,
     .no_grad_reason = "compare_equal is piecewise constant: its derivative is zero where defined",
     .cost = cost<1>,

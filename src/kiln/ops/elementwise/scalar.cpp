@@ -58,17 +58,12 @@ void pow_scalar_tile(float* o, const float* const* in, int64_t n, const Attrs& a
   }
 }
 
-template <const char* Name>
-std::vector<TensorMeta> infer_any(std::span<const TensorMeta> in, const Attrs&) {
-  return infer_pointwise(Name, in);
-}
-
 }  // namespace
 
 const OpDef op_def_add_scalar = {
     .name = kAddScalar,
     .attrs = attrs_kind<ScalarAttrs>,
-    .infer = infer_any<kAddScalar>,
+    .infer = infer<kAddScalar>,
     .kernel = kernel<OpKind::add_scalar>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {c.grad_outputs[0]}; },
     .cost = cost<1>,
@@ -79,7 +74,7 @@ const OpDef op_def_add_scalar = {
 const OpDef op_def_mul_scalar = {
     .name = kMulScalar,
     .attrs = attrs_kind<ScalarAttrs>,
-    .infer = infer_any<kMulScalar>,
+    .infer = infer<kMulScalar>,
     .kernel = kernel<OpKind::mul_scalar>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       return {mul_scalar(c.grad_outputs[0], c.attrs.as<ScalarAttrs>().scalar)};

@@ -44,16 +44,11 @@ void rsqrt_tile(float* o, const float* const* in, int64_t n, const Attrs&) {
   vmath::sqrt_n<true>(o, in[0], n);
 }
 
-template <const char* Name>
-std::vector<TensorMeta> infer_any(std::span<const TensorMeta> in, const Attrs&) {
-  return infer_pointwise(Name, in);
-}
-
 }  // namespace
 
 const OpDef op_def_neg = {
     .name = kNeg,
-    .infer = infer_any<kNeg>,
+    .infer = infer<kNeg>,
     .kernel = kernel<OpKind::neg>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {neg(c.grad_outputs[0])}; },
     .cost = cost<1>,
@@ -118,7 +113,7 @@ const OpDef op_def_rsqrt = {
 
 const OpDef op_def_abs = {
     .name = kAbs,
-    .infer = infer_any<kAbs>,
+    .infer = infer<kAbs>,
     .kernel = kernel<OpKind::abs>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       return {mul(c.grad_outputs[0], sign(c.inputs[0]))};
@@ -131,7 +126,7 @@ const OpDef op_def_abs = {
 
 const OpDef op_def_relu = {
     .name = kRelu,
-    .infer = infer_any<kRelu>,
+    .infer = infer<kRelu>,
     .kernel = kernel<OpKind::relu>,
     // Reads the output, not the input, so the input can be freed (or overwritten) after forward.
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
@@ -188,7 +183,7 @@ const OpDef op_def_tanh = {
 
 const OpDef op_def_square = {
     .name = kSquare,
-    .infer = infer_any<kSquare>,
+    .infer = infer<kSquare>,
     .kernel = kernel<OpKind::square>,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> {
       return {mul(c.grad_outputs[0], mul_scalar(c.inputs[0], 2.0))};
@@ -201,7 +196,7 @@ const OpDef op_def_square = {
 
 const OpDef op_def_sign = {
     .name = kSign,
-    .infer = infer_any<kSign>,
+    .infer = infer<kSign>,
     .kernel = kernel<OpKind::sign>,
     .no_grad_reason = "sign is piecewise constant: its derivative is zero wherever it exists",
     .cost = cost<2>,

@@ -17,18 +17,18 @@
 namespace kiln::ops {
 namespace {
 using namespace optimizer;
-constexpr char kName[] = "adam_update";
+constexpr char kAdamUpdate[] = "adam_update";
 
 std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& a) {
   const AdamAttrs& attrs = a.as<AdamAttrs>();
-  check_param(kName, in[0]);
-  check_same(kName, "the gradient", in[0], in[1]);
-  check_state(kName, "m (first moment)", in[0], in[2]);
-  check_state(kName, "v (second moment)", in[0], in[3]);
-  check_scalar(kName, "step_size", in[4]);
-  check_scalar(kName, "lr", in[5]);
+  check_param(kAdamUpdate, in[0]);
+  check_same(kAdamUpdate, "the gradient", in[0], in[1]);
+  check_state(kAdamUpdate, "m (first moment)", in[0], in[2]);
+  check_state(kAdamUpdate, "v (second moment)", in[0], in[3]);
+  check_scalar(kAdamUpdate, "step_size", in[4]);
+  check_scalar(kAdamUpdate, "lr", in[5]);
   if (!(attrs.beta1 >= 0 && attrs.beta1 < 1 && attrs.beta2 >= 0 && attrs.beta2 < 1)) {
-    throw Error(std::string(kName) + ": betas must lie in [0, 1), got (" +
+    throw Error(std::string(kAdamUpdate) + ": betas must lie in [0, 1), got (" +
                 std::to_string(attrs.beta1) + ", " + std::to_string(attrs.beta2) + ")");
   }
   return {};
@@ -37,9 +37,9 @@ std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& 
 void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const AdamAttrs& attrs = a.as<AdamAttrs>();
   const Tensor& param = in[0];
-  check_param_layout(kName, param);
-  check_state_layout(kName, "m", param, in[2]);
-  check_state_layout(kName, "v", param, in[3]);
+  check_param_layout(kAdamUpdate, param);
+  check_state_layout(kAdamUpdate, "m", param, in[2]);
+  check_state_layout(kAdamUpdate, "v", param, in[3]);
   Tensor grad = aligned_gradient(in[1], param);
   float* p = static_cast<float*>(param.raw_data());
   const float* g = static_cast<const float*>(grad.raw_data());
@@ -70,7 +70,7 @@ Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, cons
 }  // namespace
 
 const OpDef op_def_adam_update = {
-    .name = kName,
+    .name = kAdamUpdate,
     .attrs = attrs_kind<AdamAttrs>,
     .num_inputs = 6,  // param, grad, m, v, step_size, lr
     .num_outputs = 0,

@@ -7,13 +7,13 @@
 namespace kiln::ops {
 namespace {
 using namespace optimizer;
-constexpr char kName[] = "momentum_update";
+constexpr char kMomentumUpdate[] = "momentum_update";
 
 std::vector<TensorMeta> momentum_infer(std::span<const TensorMeta> in, const Attrs&) {
-  check_param(kName, in[0]);
-  check_same(kName, "the gradient", in[0], in[1]);
-  check_state(kName, "the velocity", in[0], in[2]);
-  check_scalar(kName, "lr", in[3]);
+  check_param(kMomentumUpdate, in[0]);
+  check_same(kMomentumUpdate, "the gradient", in[0], in[1]);
+  check_state(kMomentumUpdate, "the velocity", in[0], in[2]);
+  check_scalar(kMomentumUpdate, "lr", in[3]);
   return {};
 }
 
@@ -31,8 +31,8 @@ void momentum_pass(float* p, const Grad* g, float* vel, int64_t n, float lr, flo
 void momentum_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const MomentumAttrs& attrs = a.as<MomentumAttrs>();
   const Tensor& param = in[0];
-  check_param_layout(kName, param);
-  check_state_layout(kName, "the velocity", param, in[2]);
+  check_param_layout(kMomentumUpdate, param);
+  check_state_layout(kMomentumUpdate, "the velocity", param, in[2]);
   float* p = static_cast<float*>(param.raw_data());
   float* vel = static_cast<float*>(in[2].raw_data());
   const float lr = scalar_value(in[3]);
@@ -60,7 +60,7 @@ Cost momentum_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, 
 }  // namespace
 
 const OpDef op_def_momentum_update = {
-    .name = kName,
+    .name = kMomentumUpdate,
     .attrs = attrs_kind<MomentumAttrs>,
     .num_inputs = 4,  // param, grad, velocity, lr
     .num_outputs = 0,

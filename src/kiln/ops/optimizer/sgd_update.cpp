@@ -4,19 +4,19 @@
 namespace kiln::ops {
 namespace {
 using namespace optimizer;
-constexpr char kName[] = "sgd_update";
+constexpr char kSgdUpdate[] = "sgd_update";
 
 std::vector<TensorMeta> sgd_infer(std::span<const TensorMeta> in, const Attrs&) {
-  check_param(kName, in[0]);
-  check_same(kName, "the gradient", in[0], in[1]);
-  check_scalar(kName, "lr", in[2]);
+  check_param(kSgdUpdate, in[0]);
+  check_same(kSgdUpdate, "the gradient", in[0], in[1]);
+  check_scalar(kSgdUpdate, "lr", in[2]);
   return {};
 }
 
 void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const SgdAttrs& attrs = a.as<SgdAttrs>();
   const Tensor& param = in[0];
-  check_param_layout(kName, param);
+  check_param_layout(kSgdUpdate, param);
   float* p = static_cast<float*>(param.raw_data());
   const float lr = scalar_value(in[2]);
   const float wd = float(attrs.weight_decay);
@@ -41,7 +41,7 @@ Cost sgd_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const
 }  // namespace
 
 const OpDef op_def_sgd_update = {
-    .name = kName,
+    .name = kSgdUpdate,
     .attrs = attrs_kind<SgdAttrs>,
     .num_inputs = 3,  // param, grad, lr
     .num_outputs = 0,

@@ -8,10 +8,6 @@
 namespace kiln::ops {
 namespace {
 
-std::string describe_meta(const TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
 // Whether `small` broadcasts to `big` (NumPy rules, aligned at the last dimension).
 bool broadcasts_to(const Shape& small, const Shape& big) {
   if (small.rank() > big.rank()) return false;

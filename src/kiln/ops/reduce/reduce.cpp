@@ -13,10 +13,6 @@ using reduce::reduce_mask;
 using reduce::reduced_count;
 using reduce::reduced_shape;
 
-std::string describe_meta(const TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
 std::vector<TensorMeta> infer_sum(std::span<const TensorMeta> in, const Attrs& attrs) {
   const ReduceAttrs& a = attrs.as<ReduceAttrs>();
   std::vector<bool> mask = reduce_mask("sum", in[0], a.axes);

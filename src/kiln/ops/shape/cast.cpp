@@ -9,10 +9,6 @@
 namespace kiln::ops {
 namespace {
 
-std::string describe_meta(const TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
 std::vector<TensorMeta> infer_cast(std::span<const TensorMeta> in, const Attrs& a) {
   return {TensorMeta{in[0].shape, a.as<CastAttrs>().dtype, in[0].layout}};
 }

@@ -11,11 +11,7 @@
 namespace kiln::ops {
 namespace {
 
-std::string describe_meta(const TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
-Cost copy_cost(std::span<const TensorMeta>, std::span<const TensorMeta> out, const Attrs&) {
+Cost output_copy_cost(std::span<const TensorMeta>, std::span<const TensorMeta> out, const Attrs&) {
   return {0, 2.0 * double(out[0].shape.numel()) * double(dtype_size(out[0].dtype))};
 }
 
@@ -105,7 +101,7 @@ const OpDef op_def_concat = {
       }
       return grads;
     },
-    .cost = copy_cost,
+    .cost = output_copy_cost,
     .shard = &kConcatShardRule,
 };
 
@@ -118,7 +114,7 @@ const OpDef op_def_pad_slice_grad = {
       const SliceAttrs& a = c.attrs.as<SliceAttrs>();
       return {slice(c.grad_outputs[0], a.axis, a.start, a.end, a.step)};
     },
-    .cost = copy_cost,
+    .cost = output_copy_cost,
     .shard = &kSliceShardRule,  // Conv2d's "same" padding calls it in the forward too
 };
 

@@ -11,10 +11,6 @@
 namespace kiln::ops {
 namespace {
 
-std::string describe_meta(const TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
 std::string dims_str(const std::vector<int64_t>& v) {
   return Shape(v).str();
 }
@@ -23,7 +19,7 @@ Cost view_cost(std::span<const TensorMeta>, std::span<const TensorMeta>, const A
   return {0, 0};
 }
 
-Cost copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+Cost input_copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
   return {0, 2.0 * double(in[0].shape.numel()) * double(dtype_size(in[0].dtype))};
 }
 
@@ -195,7 +191,7 @@ const OpDef op_def_contiguous = {
     .infer = infer_contiguous,
     .view = contiguous_view,
     .grad = [](const GradCtx& c) -> std::vector<Tensor> { return {c.grad_outputs[0]}; },
-    .cost = copy_cost,
+    .cost = input_copy_cost,
     .shard = &kElementwiseShardRule,
 };
 
