@@ -1,6 +1,7 @@
 // Mixed precision must not cost accuracy: the same network trained the same steps from the same
 // initial weights at O2 ends within a point of O0 on the Fashion-MNIST test set.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cmath>
 
@@ -33,8 +34,17 @@ class FiniteLossCheck : public Callback {
   bool finite = true;
 };
 
+// One thread strategy for the whole run: the first graph step otherwise times the strategies and
+// keeps the faster, and their different summation orders move an accuracy by tenths of a point.
+class PerKernelThreads {
+ public:
+  PerKernelThreads() { ::setenv("KILN_THREAD_STRATEGY", "per_kernel", 1); }
+  ~PerKernelThreads() { ::unsetenv("KILN_THREAD_STRATEGY"); }
+};
+
 RunResult train_and_test(const std::string& model_name, const ModelOptions& options, int64_t epochs,
                          int64_t max_steps, uint64_t seed = 3) {
+  PerKernelThreads per_kernel;
   // Graph mode with fusion, as a user trains for speed (and 5-10x faster than eager here, which
   // keeps these whole-epoch runs inside CI's budget).
   kiln::testing::ModeScope graph_mode(GRAPH_MODE, true);
@@ -81,13 +91,15 @@ TEST(AmpAccuracy, Fp16O2LeNetOneEpochWithinOnePointOfO0) {
 
 TEST(AmpAccuracy, Bf16O2ResNet20WithinOnePointOfO0) {
   if (!ops::arithmetic_available(DType::bf16)) GTEST_SKIP() << kiln::testing::kNoBf16Arithmetic;
-  // Over two seeds, as for LeNet: after 300 steps one run's accuracy moves by about a point with
-  // which layers the measured placement puts in bf16 (on an AVX512_BF16 CPU without AMX one run
-  // gave O0 0.8513 against O2 0.8395).
+  // MindSpore's placement (every convolution and matmul in bf16), not the one measured on this
+  // CPU: the measured one changes with the machine's load, and with it which layers lose
+  // precision (one run on an AVX512_BF16 CPU gave O0 0.8513 against O2 0.8395). Over two seeds,
+  // as for LeNet.
   double o0 = 0, o2 = 0;
   for (uint64_t seed : {3, 4}) {
     RunResult r0 = train_and_test("resnet20", {.amp_level = "O0"}, 1, 300, seed);
-    RunResult r2 = train_and_test("resnet20", {.amp_level = "O2"}, 1, 300, seed);
+    RunResult r2 =
+        train_and_test("resnet20", {.amp_level = "O2", .amp_strict = true}, 1, 300, seed);
     std::printf("ResNet-20, 300 steps, seed %d: O0 %.4f, O2 bf16 %.4f\n", int(seed), r0.accuracy,
                 r2.accuracy);
     EXPECT_TRUE(r2.finite_losses) << "seed " << seed;
