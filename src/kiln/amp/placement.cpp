@@ -6,15 +6,6 @@
 namespace kiln::amp {
 namespace {
 
-std::string describe_metas(std::span<const ops::TensorMeta> inputs) {
-  std::string s;
-  for (const ops::TensorMeta& m : inputs) {
-    if (!s.empty()) s += ", ";
-    s += std::string(dtype_name(m.dtype)) + m.shape.str();
-  }
-  return s;
-}
-
 // The op's cost with its first `cast_count` floating inputs in `dtype`, plus one cast forward and
 // one backward (the cast's gradient) for each of them that is not in `dtype` yet.
 std::optional<double> cost_in(CostModel& model, ops::OpKind kind,
@@ -72,7 +63,7 @@ std::optional<DType> choose_dtype(CostModel& model, ops::OpKind kind,
   const bool pays =
       *low_ms < kLowPrecisionMargin * *f32_ms && *f32_ms - *low_ms >= kMinLowPrecisionSavingMs;
   const DType chosen = pays ? low : DType::f32;
-  if (log) log->push_back({kind, describe_metas(inputs), chosen, *low_ms, *f32_ms});
+  if (log) log->push_back({kind, ops::describe_metas(inputs), chosen, *low_ms, *f32_ms});
   return chosen;
 }
 

@@ -18,10 +18,6 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-std::string meta_label(const ops::TensorMeta& m) {
-  return std::string(dtype_name(m.dtype)) + m.shape.str();
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw FileError("graph dump: cannot open " + path + " for writing");
@@ -45,7 +41,7 @@ std::string to_dot(const Graph& g, const std::string& title) {
                                                        : "lightgrey";
     s << "  v" << v << " [shape=ellipse, style=filled, fillcolor=" << color << ", label=\"%" << v;
     if (!val.name.empty()) s << ' ' << escape(val.name);
-    s << "\\n" << meta_label(val.meta) << "\"];\n";
+    s << "\\n" << ops::describe_meta(val.meta) << "\"];\n";
   };
   for (NodeId n : g.schedule()) {
     const Node& node = g.node(n);

@@ -217,7 +217,7 @@ void Executable::start(std::span<const Tensor> inputs) {
     if (inputs[i].shape() != m.shape || inputs[i].dtype() != m.dtype) {
       throw ShapeError("compiled graph: input " + std::to_string(i) + " (" + graph_.value(v).name +
                        ") is " + describe(inputs[i]) + " but the graph was compiled for " +
-                       std::string(dtype_name(m.dtype)) + m.shape.str() + " (recompile)");
+                       ops::describe_meta(m) + " (recompile)");
     }
   }
   updates_pending_ = false;

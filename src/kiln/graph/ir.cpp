@@ -16,7 +16,7 @@ std::string attrs_str(const Node& n) {
 }
 
 std::string meta_str(const ops::TensorMeta& m) {
-  std::string s = std::string(dtype_name(m.dtype)) + m.shape.str();
+  std::string s = ops::describe_meta(m);
   if (m.layout == ops::Layout::channels_last) s += " nhwc";
   return s;
 }

@@ -192,7 +192,7 @@ std::string NodeEmitter::describe() const {
       continue;
     }
     const ops::TensorMeta& m = writer_.graph().value(node_.inputs[i]).meta;
-    text += std::string(dtype_name(m.dtype)) + m.shape.str();
+    text += ops::describe_meta(m);
   }
   return text + ")" + ops::attrs_str(node_.attrs);
 }

@@ -44,8 +44,10 @@ struct TensorMeta {
   bool operator==(const TensorMeta&) const = default;
 };
 TensorMeta meta_of(const Tensor& t);
-// "f32[2, 3]", for error messages.
+// "f32[2, 3]", for messages.
 std::string describe_meta(const TensorMeta& m);
+// "f32[2, 3], f32[3]", for messages.
+std::string describe_metas(std::span<const TensorMeta> metas);
 
 enum class AmpClass : uint8_t {
   low_precision,  // runs in bf16/f16 from O1 on (matmul, conv): the white list

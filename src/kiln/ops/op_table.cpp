@@ -33,6 +33,12 @@ std::string describe_meta(const TensorMeta& m) {
   return std::string(dtype_name(m.dtype)) + m.shape.str();
 }
 
+std::string describe_metas(std::span<const TensorMeta> metas) {
+  std::string s;
+  for (size_t i = 0; i < metas.size(); ++i) s += (i ? ", " : "") + describe_meta(metas[i]);
+  return s;
+}
+
 TensorMeta meta_of(const Tensor& t) {
   bool cl = t.rank() == 4 && !t.is_contiguous() && t.is_channels_last();
   return {t.shape(), t.dtype(), cl ? Layout::channels_last : Layout::contiguous};

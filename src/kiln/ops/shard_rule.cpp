@@ -19,14 +19,6 @@ std::string parts_str(const std::vector<int64_t>& parts) {
   return s.str();
 }
 
-std::string describe_metas(std::span<const TensorMeta> metas) {
-  std::string s;
-  for (size_t i = 0; i < metas.size(); ++i) {
-    s += (i ? ", " : "") + std::string(dtype_name(metas[i].dtype)) + metas[i].shape.str();
-  }
-  return s;
-}
-
 [[noreturn]] void refuse_strategy(OpKind kind, std::span<const TensorMeta> inputs,
                                   const Strategy& s, const std::string& why) {
   throw ShapeError(std::string(op_name(kind)) + ": strategy " + strategy_str(s) + " for inputs " +

@@ -26,11 +26,10 @@ std::string describe_metas(std::span<const ops::TensorMeta> inputs,
                            std::span<const ops::TensorMeta> outputs) {
   std::string s;
   for (const ops::TensorMeta& m : inputs) {
-    s += std::string(dtype_name(m.dtype)) + m.shape.str() + " ";
+    s += ops::describe_meta(m) + " ";
   }
   s += "->";
-  for (const ops::TensorMeta& m : outputs)
-    s += " " + std::string(dtype_name(m.dtype)) + m.shape.str();
+  for (const ops::TensorMeta& m : outputs) s += " " + ops::describe_meta(m);
   return s;
 }
 
@@ -125,7 +124,7 @@ std::vector<profile::PlanBuffer> plan_buffers(const graph::Executable& exe) {
       const graph::Value& value = g.value(v);
       pb.holds = (producer[size_t(v)] >= 0 ? graph::node_label(g.node(producer[size_t(v)]))
                                            : std::string("input")) +
-                 " " + std::string(dtype_name(value.meta.dtype)) + value.meta.shape.str();
+                 " " + ops::describe_meta(value.meta);
     }
     out.push_back(std::move(pb));
   }

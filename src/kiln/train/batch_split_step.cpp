@@ -252,10 +252,7 @@ bool BatchSplitStep::accepts(const nn::Tensors& inputs, const Tensor& labels) co
 
 Tensor BatchSplitStep::run(const nn::Tensors& inputs, const Tensor& labels) {
   if (!accepts(inputs, labels)) {
-    std::string compiled;
-    for (const ops::TensorMeta& m : batch_) {
-      compiled += (compiled.empty() ? "" : ", ") + std::string(dtype_name(m.dtype)) + m.shape.str();
-    }
+    const std::string compiled = ops::describe_metas(batch_);
     throw ShapeError("batch-split step: compiled for inputs and labels " + compiled + ", got " +
                      describe_batch(inputs, labels));
   }

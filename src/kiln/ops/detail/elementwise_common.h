@@ -25,7 +25,7 @@ std::vector<TensorMeta> infer_floating(std::span<const TensorMeta> in, const Att
   for (const TensorMeta& m : in) {
     if (!is_floating(m.dtype)) {
       throw ShapeError(std::string(Name) + ": expects floating-point inputs, got " +
-                       std::string(dtype_name(m.dtype)) + m.shape.str());
+                       describe_meta(m));
     }
   }
   return infer_pointwise(Name, in);

@@ -13,9 +13,6 @@
 
 namespace kiln::ops::nn {
 
-// "f32[2, 3], f32[3]": the inputs, for error messages.
-std::string describe_metas(std::span<const TensorMeta> metas);
-
 // Throws ShapeError "<op>: <what> (inputs: <shapes>)".
 [[noreturn]] void throw_shape_error(std::string_view op, const std::string& what,
                                     std::span<const TensorMeta> inputs);

@@ -2,15 +2,6 @@
 
 namespace kiln::ops::nn {
 
-std::string describe_metas(std::span<const TensorMeta> metas) {
-  std::string s;
-  for (size_t i = 0; i < metas.size(); ++i) {
-    if (i) s += ", ";
-    s += std::string(dtype_name(metas[i].dtype)) + metas[i].shape.str();
-  }
-  return s;
-}
-
 void throw_shape_error(std::string_view op, const std::string& what,
                        std::span<const TensorMeta> inputs) {
   throw ShapeError(std::string(op) + ": " + what + " (inputs: " + describe_metas(inputs) + ")");

@@ -42,7 +42,7 @@ inline void check_state(std::string_view op, const char* what, const TensorMeta&
 inline void check_scalar(std::string_view op, const char* what, const TensorMeta& s) {
   if (s.shape.numel() != 1 || s.dtype != DType::f32) {
     throw ShapeError(std::string(op) + ": " + what + " must be a one-element f32 tensor, got " +
-                     std::string(dtype_name(s.dtype)) + s.shape.str());
+                     describe_meta(s));
   }
 }
 
