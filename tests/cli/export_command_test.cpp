@@ -63,6 +63,7 @@ class ExportCommand : public ::testing::Test {
     for (int i = 0; i < 40; ++i) text << "the quick brown fox jumps over the lazy dog\n";
   }
   static void TearDownTestSuite() {
+    checkpoints_.clear();
     if (root_) fs::remove_all(*root_);
     delete root_;
     root_ = nullptr;
@@ -128,10 +129,11 @@ class ExportCommand : public ::testing::Test {
   }
 
   static fs::path* root_;
-  std::map<std::string, std::string> checkpoints_;
+  static std::map<std::string, std::string> checkpoints_;  // kept for the suite's other tests
 };
 
 fs::path* ExportCommand::root_ = nullptr;
+std::map<std::string, std::string> ExportCommand::checkpoints_;
 
 TEST_F(ExportCommand, EveryZooModelExportsAndPassesTheOnnxChecker) {
   std::vector<std::string> names = models::model_names(), paths;
