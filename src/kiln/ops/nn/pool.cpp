@@ -53,7 +53,7 @@ std::vector<TensorMeta> pool_infer(std::span<const TensorMeta> in, const Attrs& 
   return {{pooled_shape(Name, in[0].shape, a, in), in[0].dtype, in[0].layout}};
 }
 
-dnnl::algorithm algorithm_of(bool max) {
+dnnl::algorithm pooling_algorithm(bool max) {
   return max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding;
 }
 
@@ -65,7 +65,8 @@ dnnl::pooling_forward::primitive_desc forward_pd(bool max, bool training,
       pad{a.padding[0], a.padding[1]};
   auto prop = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
   return dnnl::pooling_forward::primitive_desc(
-      dnnl::pooling_forward::desc(prop, algorithm_of(max), src, dst, strides, kernel, pad, pad),
+      dnnl::pooling_forward::desc(prop, pooling_algorithm(max), src, dst, strides, kernel, pad,
+                                  pad),
       scratchpad_attr(), engine());
 }
 
@@ -172,8 +173,8 @@ void pool_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, const A
     dims strides{a.stride[0], a.stride[1]}, kernel{a.kernel[0], a.kernel[1]},
         pad{a.padding[0], a.padding[1]};
     dnnl::pooling_backward::primitive_desc pd(
-        dnnl::pooling_backward::desc(algorithm_of(Max), diff_src, diff_dst, strides, kernel, pad,
-                                     pad),
+        dnnl::pooling_backward::desc(pooling_algorithm(Max), diff_src, diff_dst, strides, kernel,
+                                     pad, pad),
         scratchpad_attr(), engine(), hint);
     PoolBwdPrim prim;
     prim.max = Max;

@@ -39,7 +39,7 @@ std::vector<TensorMeta> backward_infer(std::span<const TensorMeta> in, const Att
   return {in[1]};
 }
 
-dnnl::algorithm algorithm_of(bool log) {
+dnnl::algorithm softmax_algorithm(bool log) {
   return log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
 }
 
@@ -47,8 +47,8 @@ dnnl::softmax_v2_forward::primitive_desc forward_pd(const dnnl::memory::desc& sr
                                                     const dnnl::memory::desc& dst, int axis,
                                                     bool log) {
   return dnnl::softmax_v2_forward::primitive_desc(
-      dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training, algorithm_of(log), src, dst,
-                                     axis),
+      dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training, softmax_algorithm(log), src,
+                                     dst, axis),
       scratchpad_attr(), engine());
 }
 
@@ -100,8 +100,8 @@ void backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, const At
     auto md = desc_of(g, name);
     auto hint = forward_pd(md, md, axis, Log);
     dnnl::softmax_v2_backward::primitive_desc pd(
-        dnnl::softmax_v2_backward::desc(algorithm_of(Log), md, md, md, axis), scratchpad_attr(),
-        engine(), hint);
+        dnnl::softmax_v2_backward::desc(softmax_algorithm(Log), md, md, md, axis),
+        scratchpad_attr(), engine(), hint);
     PrimitiveRunner run(dnnl::softmax_v2_backward(pd), pd);
     run.arg(DNNL_ARG_DIFF_DST, md);
     run.arg(DNNL_ARG_DST, md);
