@@ -13,7 +13,6 @@ import mmap
 import multiprocessing
 import os
 import signal
-import struct
 import threading
 import traceback
 import weakref
@@ -24,6 +23,19 @@ import numpy as np
 _ALIGN = 64
 _INITIAL_BYTES = 1 << 20
 _JOIN_SECONDS = 1.0
+
+# Held from a worker's pipe until its process is started and this process's copy of the child's
+# end is closed: a worker forked by another pipeline thread inside that window would keep the
+# child's end open too, and a read waiting for the first worker would never see it die.
+_fork_lock = threading.Lock()
+
+
+def _new_fork_lock():
+    global _fork_lock
+    _fork_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_fork_lock)
 
 
 def _as_array(value):
@@ -90,6 +102,10 @@ def _serve(work, conn, parent_end):
     ("inline", (counts, arrays)) when they do not fit it, or ("error", traceback).
     `work(*args)` returns one value or a tuple of values."""
     parent_end.close()
+    # The other workers' ends in the parent came along with the fork: closed, so each of those
+    # workers sees its parent's end close when the parent closes it.
+    for sibling in list(_live_workers):
+        sibling._conn.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
     _die_with_parent()
     request, replies = None, {}
@@ -165,11 +181,12 @@ class Worker:
     def __init__(self, work, what):
         context = multiprocessing.get_context("fork")
         self._what = what
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(work, child, self._conn),
-                                        daemon=True, name=what)
-        self._process.start()
-        child.close()
+        with _fork_lock:
+            self._conn, child = context.Pipe()
+            self._process = context.Process(target=_serve, args=(work, child, self._conn),
+                                            daemon=True, name=what)
+            self._process.start()
+            child.close()
         self._request = None
         self._replies = [None] * self.SLOTS
         self._retired = []
