@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Data sink mode against per-step training, side by side: from Python (sink_bench.py: the
 # examples' Python LeNet, graph mode with fusion, the guide's callbacks, over a GeneratorDataset
-# of Python rows and over a native pipeline) and from C++ (`kiln train --sink-size`, LeNet on
-# Fashion-MNIST). Runs alternate; medians of --repeats. From Python also the CPU time per step
+# of Python rows and over a native pipeline; per-step Model.train, sink mode, and the per-step loop
+# of MindSpore's non-sink mode written in Python) and from C++ (`kiln train --sink-size`, LeNet
+# on Fashion-MNIST). Runs alternate; medians of --repeats. From Python also the CPU time per step
 # (the process's user + system time: what a loaded machine distorts least).
 #
 #   bench/python/sink_compare.sh [--build DIR] [--repeats N] [--steps N] [--batch-size N]
