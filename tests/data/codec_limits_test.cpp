@@ -1,9 +1,12 @@
 // The image decoders on hostile headers: sizes a few bytes can claim (65500 x 65500 JPEG,
-// 10^6 x 10^6 PNG) are refused before the image is allocated; damaged data is a kiln::Error.
+// 10^6 x 10^6 PNG) are refused before the image or the decoder's own buffers are allocated;
+// damaged data is a kiln::Error.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
@@ -56,6 +59,50 @@ TEST(CodecLimits, JpegClaimingHugeDimensionsIsRefusedBeforeAllocating) {
   jpg[sof + 8] = 0x00;
   std::string m = error_of(jpg);
   EXPECT_NE(m.find("corrupt JPEG: 65280 x 65280 x 3 pixels are more than"), std::string::npos) << m;
+}
+
+// A JPEG the image fuzzer found: a baseline frame of 65496 x 65363 pixels whose scan holds fewer
+// components than the frame, so libjpeg keeps the whole image's coefficients (12.8 GB, zeroed
+// in jpeg_start_decompress, which ran before the size was checked).
+std::vector<uint8_t> multi_scan_jpeg() {
+  const std::string path =
+      std::string(KILN_SOURCE_DIR) + "/fuzz/corpus/image/multiscan-65496x65363.jpg";
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(CodecLimits, MultiScanJpegClaimingHugeDimensionsIsRefusedBeforeLibjpegAllocates) {
+  const std::vector<uint8_t> jpg = multi_scan_jpeg();
+  ASSERT_GT(jpg.size(), 600u);
+  std::string m = error_of(jpg, /*rgb=*/true);
+  EXPECT_NE(m.find("corrupt JPEG: 65496 x 65363 x 3 pixels are more than 1073741824 bytes"),
+            std::string::npos)
+      << m;
+}
+
+TEST(CodecLimits, MultiScanJpegNeedingTooMuchDecoderMemoryIsRefused) {
+  // The same file as 16000 x 16000: its 768 MB of output pass the output's limit, but its
+  // coefficients (2 bytes for each of 1.5 samples per pixel) are more than libjpeg may hold.
+  std::vector<uint8_t> jpg = multi_scan_jpeg();
+  ASSERT_GT(jpg.size(), 600u);
+  size_t sof = 0;
+  for (size_t i = 2; i + 1 < jpg.size(); ++i) {
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+      sof = i;
+      break;
+    }
+  }
+  ASSERT_GT(sof, 0u);
+  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: 16000 = 0x3E80
+    jpg[at] = 0x3E;
+    jpg[at + 1] = 0x80;
+  }
+  std::string m = error_of(jpg, /*rgb=*/true);
+  EXPECT_NE(m.find("corrupt JPEG: 16000 x 16000 pixels in 3 components need more than 536870912 "
+                   "bytes of decoder memory"),
+            std::string::npos)
+      << m;
 }
 
 TEST(CodecLimits, TruncatedAndGarbageImagesAreErrors) {

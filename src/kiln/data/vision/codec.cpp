@@ -5,6 +5,8 @@
 #include <stdio.h>
 
 #include <jpeglib.h>
+// jerror.h after jpeglib.h, which it needs.
+#include <jerror.h>
 
 #include <cstring>
 
@@ -31,6 +33,11 @@ void jpeg_silence(j_common_ptr, int) {}
 // A decoded image larger than this is refused before its memory is allocated: headers can claim
 // up to 65500 x 65500 (JPEG) or 10^6 x 10^6 (PNG) pixels in a few bytes.
 constexpr int64_t kMaxDecodedBytes = int64_t(1) << 30;
+// libjpeg's own memory for one image. A file of several scans (progressive, or one scan per
+// component) keeps every DCT coefficient of the image until its last scan, 2 bytes per pixel of
+// each component, allocated and zeroed in jpeg_start_decompress: 512 MiB is a 4:2:0 progressive
+// photo of 170 megapixels.
+constexpr long kMaxJpegWorkingBytes = 512L << 20;
 
 // Receives the output buffer once the header is known. Lives outside the setjmp frame, so a
 // longjmp skips no C++ destructors.
@@ -57,18 +64,29 @@ bool decode_jpeg_c(const unsigned char* data, size_t size, ColorMode mode, void*
   err.mgr.emit_message = jpeg_silence;
   err.message[0] = 0;
   if (setjmp(err.jump)) {
-    std::strncpy(message, err.message, JMSG_LENGTH_MAX - 1);
-    message[JMSG_LENGTH_MAX - 1] = 0;
+    const int code = err.mgr.msg_code;
+    if (code == JERR_NO_BACKING_STORE || code == JERR_OUT_OF_MEMORY) {
+      std::snprintf(message, JMSG_LENGTH_MAX,
+                    "%lld x %lld pixels in %d components need more than %ld bytes of decoder "
+                    "memory (%s)",
+                    (long long)cinfo.image_height, (long long)cinfo.image_width,
+                    cinfo.num_components, kMaxJpegWorkingBytes, err.message);
+    } else {
+      std::strncpy(message, err.message, JMSG_LENGTH_MAX - 1);
+      message[JMSG_LENGTH_MAX - 1] = 0;
+    }
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
   jpeg_create_decompress(&cinfo);
+  cinfo.mem->max_memory_to_use = kMaxJpegWorkingBytes;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   const bool gray_file = cinfo.jpeg_color_space == JCS_GRAYSCALE;
   cinfo.out_color_space =
       mode == ColorMode::gray || (mode == ColorMode::file && gray_file) ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_start_decompress(&cinfo);
+  // The output's size, and its buffer, before libjpeg allocates its own for the image.
+  jpeg_calc_output_dimensions(&cinfo);
   const int64_t h = cinfo.output_height, w = cinfo.output_width, c = cinfo.output_components;
   unsigned char* out = sink_alloc(sink, h, w, c);
   if (!out) {
@@ -77,6 +95,7 @@ bool decode_jpeg_c(const unsigned char* data, size_t size, ColorMode mode, void*
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
+  jpeg_start_decompress(&cinfo);
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW rows[1] = {out + size_t(cinfo.output_scanline) * size_t(w * c)};
     jpeg_read_scanlines(&cinfo, rows, 1);
