@@ -27,6 +27,21 @@ void put_be32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (24 - 8 * i));
 }
 
+// Rewrites the height and width in a JPEG's SOF0 header (FF C0: length (2), precision (1),
+// height (2), width (2)); false when the file has no SOF0.
+bool set_jpeg_dimensions(std::vector<uint8_t>& jpg, uint16_t height, uint16_t width) {
+  for (size_t i = 0; i + 8 < jpg.size(); ++i) {
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+      jpg[i + 5] = uint8_t(height >> 8);
+      jpg[i + 6] = uint8_t(height);
+      jpg[i + 7] = uint8_t(width >> 8);
+      jpg[i + 8] = uint8_t(width);
+      return true;
+    }
+  }
+  return false;
+}
+
 TEST(CodecLimits, PngClaimingHugeDimensionsIsRefusedBeforeAllocating) {
   Tensor img = Tensor::zeros(Shape{2, 3, 3}, DType::u8);
   std::vector<uint8_t> png = encode_png(img);
@@ -44,19 +59,7 @@ TEST(CodecLimits, PngClaimingHugeDimensionsIsRefusedBeforeAllocating) {
 TEST(CodecLimits, JpegClaimingHugeDimensionsIsRefusedBeforeAllocating) {
   Tensor img = Tensor::zeros(Shape{8, 8, 3}, DType::u8);
   std::vector<uint8_t> jpg = encode_jpeg(img, 90);
-  // SOF0 (FF C0): length (2), precision (1), height (2), width (2).
-  size_t sof = 0;
-  for (size_t i = 0; i + 1 < jpg.size(); ++i) {
-    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
-      sof = i;
-      break;
-    }
-  }
-  ASSERT_GT(sof, 0u);
-  jpg[sof + 5] = 0xFF;  // height 65280
-  jpg[sof + 6] = 0x00;
-  jpg[sof + 7] = 0xFF;  // width 65280
-  jpg[sof + 8] = 0x00;
+  ASSERT_TRUE(set_jpeg_dimensions(jpg, 65280, 65280));
   std::string m = error_of(jpg);
   EXPECT_NE(m.find("corrupt JPEG: 65280 x 65280 x 3 pixels are more than"), std::string::npos) << m;
 }
@@ -86,18 +89,7 @@ TEST(CodecLimits, MultiScanJpegNeedingTooMuchDecoderMemoryIsRefused) {
   // coefficients (2 bytes for each of 1.5 samples per pixel) are more than libjpeg may hold.
   std::vector<uint8_t> jpg = multi_scan_jpeg();
   ASSERT_GT(jpg.size(), 600u);
-  size_t sof = 0;
-  for (size_t i = 2; i + 1 < jpg.size(); ++i) {
-    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
-      sof = i;
-      break;
-    }
-  }
-  ASSERT_GT(sof, 0u);
-  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: 16000 = 0x3E80
-    jpg[at] = 0x3E;
-    jpg[at + 1] = 0x80;
-  }
+  ASSERT_TRUE(set_jpeg_dimensions(jpg, 16000, 16000));
   std::string m = error_of(jpg, /*rgb=*/true);
   EXPECT_NE(m.find("corrupt JPEG: 16000 x 16000 pixels in 3 components need more than 536870912 "
                    "bytes of decoder memory"),
