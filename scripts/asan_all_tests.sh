@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole C++ test suite built with GCC's AddressSanitizer + UndefinedBehaviorSanitizer
-# (-DKILN_ASAN=ON) in build-asan and run by ctest; any report fails its test. CI runs the readers'
-# tests under the same sanitizers (scripts/asan_reader_tests.sh) but not this: on 2 cores its
-# build alone takes 30 minutes (3,770 CPU-s), against CI's 16 for everything else. Left out: the
-# Python tests (the interpreter is not instrumented) and the install test (it builds an
-# uninstrumented program against this tree).
+# (-DKILN_ASAN=ON: -O1, line tables) in build-asan and run by ctest; any report fails its test.
+# CI runs the readers' tests under the same sanitizers (scripts/asan_reader_tests.sh) but not
+# this: on 2 cores it takes 35 minutes (17 to build, 1,770 CPU-s; 18 to run), against CI's 17 for
+# everything else. Left out: the Python tests (the interpreter is not instrumented) and the
+# install test (it builds an uninstrumented program against this tree).
 #   scripts/asan_all_tests.sh [ctest args, e.g. -R Model]   (JOBS=N: build parallelism)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,12 +20,15 @@ export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
 cd "$build"
 # Left out as well: the tests of measured speed, which the sanitizers change (the planner's
 # bound; AMP's timed op costs, where instrumentation outweighs a small matmul's arithmetic; the
-# thread trial, whose block of steps shrinks when the first step is slow), and parallel.faults,
+# thread trial, whose block of steps shrinks when the first step is slow); the tests of accuracy
+# after training, whose one-point bounds hold for the Release build's order of summation (-O1's
+# moves ResNet-20's O0 accuracy by half a point, seed 3: 0.8428 -> 0.8479) and whose code the
+# shorter AMP and training tests run too; and parallel.faults,
 # whose out-of-memory case caps a rank's address space (ulimit -v), where AddressSanitizer's
 # shadow memory cannot be mapped.
 status=0
 ctest --output-on-failure -j 2 --timeout 1800 \
-  -E '^install\.|^parallel\.|^profile\.ranks$|BenchCommCommand|PlansResNet50WithinTheIssuesBounds|MeasuredCost\.|ThreadTrial\.TrainingStepsSettle' \
+  -E '^install\.|^parallel\.|^profile\.ranks$|BenchCommCommand|PlansResNet50WithinTheIssuesBounds|MeasuredCost\.|ThreadTrial\.TrainingStepsSettle|AmpAccuracy\.|LeNetFashionMnist\.' \
   "$@" || status=1
 # The jobs under mpirun: Open MPI loads and unloads its components at run time, and what they keep
 # until exit is reported from modules already gone, which no suppression can name; these run with
