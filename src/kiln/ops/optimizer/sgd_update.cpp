@@ -13,6 +13,15 @@ std::vector<TensorMeta> sgd_infer(std::span<const TensorMeta> in, const Attrs&) 
   return {};
 }
 
+// The operands as values, not a lambda's references: a float store through `p` could change a
+// captured `lr` as far as the compiler knows, and GCC then leaves the loop scalar (48,000
+// parameters took 37 us instead of 3).
+template <class Grad>
+void sgd_pass(float* p, const Grad* g, int64_t n, float lr, float wd) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) p[i] -= lr * (gradient_value(g, i) + wd * p[i]);
+}
+
 void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const SgdAttrs& attrs = a.as<SgdAttrs>();
   const Tensor& param = in[0];
@@ -21,16 +30,12 @@ void sgd_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const float lr = scalar_value(in[2]);
   const float wd = float(attrs.weight_decay);
   const int64_t n = param.numel();
-  auto update = [&](const auto* g) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (gradient_value(g, i) + wd * p[i]);
-  };
   if (reads_bf16_gradient(in[1], param)) {
-    update(static_cast<const bf16_t*>(in[1].raw_data()));
+    sgd_pass(p, static_cast<const bf16_t*>(in[1].raw_data()), n, lr, wd);
     return;
   }
   const Tensor grad = aligned_gradient(in[1], param);
-  update(static_cast<const float*>(grad.raw_data()));
+  sgd_pass(p, static_cast<const float*>(grad.raw_data()), n, lr, wd);
 }
 
 Cost sgd_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
