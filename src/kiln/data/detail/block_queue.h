@@ -44,6 +44,7 @@ class BlockQueue {
     }
     if (aborted_) return false;
     slots_[size_t(seq % cap)] = std::move(block);
+    ++occupied_;
     if (seq == head_ && pop_waiters_ > 0) not_empty_.notify_all();
     return true;
   }
@@ -76,9 +77,13 @@ class BlockQueue {
     auto& slot = slots_[size_t(head_ % cap)];
     out = std::move(*slot);
     slot.reset();
+    --occupied_;
     if (seq) *seq = head_;
     ++head_;
-    if (push_waiters_ > 0) not_full_.notify_all();
+    // Producers waiting for room are woken once the queue is half empty, not at every block
+    // taken: they then fill half the queue per wake. A training step that takes one batch from
+    // a full queue otherwise paid a wake-up (a futex call, and a switch on a busy core) per batch.
+    if (push_waiters_ > 0 && 2 * occupied_ <= cap) not_full_.notify_all();
     // Several consumers (parallel workers) may wait for consecutive blocks.
     if (pop_waiters_ > 0 && slots_[size_t(head_ % cap)].has_value()) not_empty_.notify_one();
     return true;
@@ -125,6 +130,7 @@ class BlockQueue {
   int64_t end_ = std::numeric_limits<int64_t>::max();
   bool aborted_ = false;
   int push_waiters_ = 0, pop_waiters_ = 0;
+  int64_t occupied_ = 0;  // blocks stored and not yet taken
 };
 
 }  // namespace kiln::data::detail
