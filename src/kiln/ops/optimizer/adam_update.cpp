@@ -10,8 +10,10 @@
 // sqrt(1 - beta2^t) — the two agree to within eps.
 //
 // AdamAttrs: beta1, beta2, eps, weight_decay (L2), decoupled_weight_decay (AdamW).
+#include <algorithm>
 #include <cmath>
 
+#include "kiln/ops/detail/vmath.h"
 #include "kiln/ops/optimizer/common.h"
 
 namespace kiln::ops {
@@ -34,6 +36,36 @@ std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& 
   return {};
 }
 
+struct AdamScalars {
+  float b1, b2, eps, wd, decay, step;
+};
+
+// In blocks, with the square roots between two loops: a sqrtf inside the loop may set errno (on
+// a negative input, which v never is), and that side effect kept GCC from vectorizing it. The
+// arithmetic per element is unchanged.
+void adam_pass(float* p, const float* g, float* m, float* v, int64_t n, AdamScalars s) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock, len = std::min(kBlock, n - begin);
+    float* pb = p + begin;
+    float* mb = m + begin;
+    float* vb = v + begin;
+    const float* gb = g + begin;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      const float gi = gb[i] + s.wd * pb[i];
+      mb[i] = s.b1 * mb[i] + (1.f - s.b1) * gi;
+      vb[i] = s.b2 * vb[i] + (1.f - s.b2) * gi * gi;
+    }
+    float root[kBlock];
+    vmath::sqrt_n<false>(root, vb, len);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) pb[i] = pb[i] * s.decay - s.step * mb[i] / (root[i] + s.eps);
+  }
+}
+
 void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
   const AdamAttrs& attrs = a.as<AdamAttrs>();
   const Tensor& param = in[0];
@@ -50,16 +82,7 @@ void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) 
   const float b1 = float(attrs.beta1), b2 = float(attrs.beta2), eps = float(attrs.eps);
   const float wd = float(attrs.weight_decay);
   const float decay = 1.f - lr * float(attrs.decoupled_weight_decay);
-  const int64_t n = param.numel();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i] + wd * p[i];
-    float mi = b1 * m[i] + (1.f - b1) * gi;
-    float vi = b2 * v[i] + (1.f - b2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * decay - step * mi / (std::sqrt(vi) + eps);
-  }
+  adam_pass(p, g, m, v, param.numel(), {b1, b2, eps, wd, decay, step});
 }
 
 Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
