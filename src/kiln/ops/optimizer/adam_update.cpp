@@ -11,7 +11,6 @@
 //
 // AdamAttrs: beta1, beta2, eps, weight_decay (L2), decoupled_weight_decay (AdamW).
 #include <algorithm>
-#include <cmath>
 
 #include "kiln/ops/detail/vmath.h"
 #include "kiln/ops/optimizer/common.h"
@@ -77,12 +76,14 @@ void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) 
   const float* g = static_cast<const float*>(grad.raw_data());
   float* m = static_cast<float*>(in[2].raw_data());
   float* v = static_cast<float*>(in[3].raw_data());
-  const float step = scalar_value(in[4]);
   const float lr = scalar_value(in[5]);
-  const float b1 = float(attrs.beta1), b2 = float(attrs.beta2), eps = float(attrs.eps);
-  const float wd = float(attrs.weight_decay);
-  const float decay = 1.f - lr * float(attrs.decoupled_weight_decay);
-  adam_pass(p, g, m, v, param.numel(), {b1, b2, eps, wd, decay, step});
+  const AdamScalars scalars{.b1 = float(attrs.beta1),
+                            .b2 = float(attrs.beta2),
+                            .eps = float(attrs.eps),
+                            .wd = float(attrs.weight_decay),
+                            .decay = 1.f - lr * float(attrs.decoupled_weight_decay),
+                            .step = scalar_value(in[4])};
+  adam_pass(p, g, m, v, param.numel(), scalars);
 }
 
 Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
