@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "kiln/core/bf16_convert.h"
 #include "kiln/core/error.h"
 #include "kiln/graph/detail/fused_elementwise.h"
 #include "kiln/graph/detail/fused_kernels.h"
@@ -134,9 +135,7 @@ class FusedReduction : public SpecialKernel {
       const float scale = float(1.0 / double(R));
       for (int64_t i = 0; i < O * I; ++i) out_[i] *= scale;
     }
-    if (out_bf16_) {
-      for (int64_t i = 0; i < O * I; ++i) out_bf16_[i] = float_to_bf16(out_[i]);
-    }
+    if (out_bf16_) kiln::detail::f32_to_bf16_n(out_, out_bf16_, O * I);
   }
 
  private:
@@ -146,10 +145,7 @@ class FusedReduction : public SpecialKernel {
     float* x = chain_out_ ? chain_out_ + begin
                           : chunks_.data() + size_t(t) * (chunks_.size() / size_t(threads_));
     chain_.run_flat(inputs_, begin, n, x);
-    if (chain_out_bf16_) {
-      bf16_t* stored = chain_out_bf16_ + begin;
-      for (int64_t i = 0; i < n; ++i) stored[i] = float_to_bf16(x[i]);
-    }
+    if (chain_out_bf16_) kiln::detail::f32_to_bf16_n(x, chain_out_bf16_ + begin, n);
     return x;
   }
 
