@@ -54,7 +54,9 @@ void bind_tensor(py::module_& m) {
       .def_static(
           "from_numpy", [](py::array array) { return from_numpy(std::move(array), false); },
           py::arg("array"), "A tensor viewing the array's memory where the layout allows")
-      .def("asnumpy", &to_numpy, "A numpy array viewing the tensor's memory (bf16: a float32 copy)")
+      .def(
+          "asnumpy", [](const Tensor& t) { return to_numpy(t); },
+          "A numpy array viewing the tensor's memory (bf16: a float32 copy)")
       .def(
           "__array__",
           [](const Tensor& t, py::object dtype) {
@@ -109,7 +111,7 @@ void bind_tensor(py::module_& m) {
              if (t.is_traced()) return "Tensor(symbolic " + describe(t) + ")";
              return "Tensor(shape=" + t.shape().str() +
                     ", dtype=" + std::string(dtype_name(t.dtype())) + ", value=\n" +
-                    py::repr(to_numpy(t)).cast<std::string>() + ")";
+                    py::repr(to_numpy(t, /*writable=*/false)).cast<std::string>() + ")";
            })
       .def("__add__", [](const Tensor& a, const Tensor& b) { return ops::add(a, b); })
       .def("__add__", [](const Tensor& a, double s) { return ops::add_scalar(a, s); })

@@ -71,7 +71,7 @@ DType kiln_dtype(const py::dtype& dtype) {
               "bool); convert it first, e.g. array.astype(numpy.float32)");
 }
 
-py::array to_numpy(const Tensor& tensor) {
+py::array to_numpy(const Tensor& tensor, bool writable) {
   KILN_CHECK(tensor.defined(), "asnumpy: the tensor is empty (default-constructed)");
   KILN_CHECK(!tensor.is_traced(), "asnumpy: ", describe(tensor),
              " is a symbolic tensor of a graph being traced; it has no values until the graph "
@@ -79,7 +79,7 @@ py::array to_numpy(const Tensor& tensor) {
   if (tensor.dtype() == DType::bf16) {
     Tensor widened = Tensor::empty(tensor.shape(), DType::f32);
     widened.copy_from(tensor);
-    return to_numpy(widened);
+    return to_numpy(widened, writable);
   }
   const size_t item = dtype_size(tensor.dtype());
   std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
@@ -88,7 +88,13 @@ py::array to_numpy(const Tensor& tensor) {
   // The capsule owns a handle to the tensor, so the array keeps its storage alive.
   auto* owner = new Tensor(tensor);
   py::capsule keeper(owner, [](void* held) { delete static_cast<Tensor*>(held); });
-  return py::array(numpy_dtype(tensor.dtype()), shape, strides, tensor.raw_data(), keeper);
+  py::array array(numpy_dtype(tensor.dtype()), shape, strides, tensor.raw_data(), keeper);
+  if (writable) {
+    tensor.impl()->storage->mark_untracked();  // Kiln no longer sees every write to it
+  } else {
+    array.attr("setflags")(py::arg("write") = false);
+  }
+  return array;
 }
 
 Tensor from_numpy(py::array array, bool copy) {

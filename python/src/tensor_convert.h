@@ -2,7 +2,9 @@
 // Tensors across the Python boundary (python/CONTRACT.md, seam 2).
 //
 // to_numpy: a numpy array viewing the tensor's memory (no copy; the array keeps the tensor's
-// storage alive). bf16 has no numpy dtype, so a bf16 tensor comes back as a float32 copy.
+// storage alive). bf16 has no numpy dtype, so a bf16 tensor comes back as a float32 copy. A
+// writable view leaves the tensor's memory untracked (core/tensor.h's Storage::writes: numpy may
+// change it unseen); a read-only one, for printing, does not.
 //
 // from_numpy: a Tensor viewing the array's memory when `copy` is false and the layout allows it
 // (C-contiguous, aligned, writeable, a dtype Kiln has); the tensor keeps the array alive, and the
@@ -18,7 +20,7 @@
 
 namespace kiln::python {
 
-pybind11::array to_numpy(const Tensor& tensor);
+pybind11::array to_numpy(const Tensor& tensor, bool writable = true);
 Tensor from_numpy(pybind11::array array, bool copy);
 
 // The numpy dtype of a Kiln dtype (bf16: float32, the dtype to_numpy gives it), and back

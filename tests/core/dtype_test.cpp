@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kiln/core/bf16_convert.h"
 #include "kiln/core/dtype.h"
 
 namespace kiln::dtype_test {
@@ -134,6 +135,30 @@ TEST(DTypeConvert, VectorisedBf16MatchesScalarBitForBit) {
       ASSERT_EQ(out[i].bits, float_to_bf16(values[i]).bits) << "n=" << n << " i=" << i;
       float expected = bf16_to_float(out[i]);
       ASSERT_EQ(std::memcmp(&back[i], &expected, 4), 0) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+// The non-temporal variant (a weight's bf16 copy): the same bits, at any alignment of the
+// output and any length.
+TEST(DTypeConvert, StreamedBf16MatchesScalarBitForBit) {
+  std::vector<float> values;
+  uint32_t bits = 0x9e3779b9u;
+  for (int i = 0; i < 5000; ++i) {
+    bits = bits * 1664525u + 1013904223u;
+    values.push_back(from_bits(bits));
+  }
+  values.push_back(std::nanf(""));
+  values.push_back(1e-40f);
+  std::vector<bf16_t> out(values.size() + 64);
+  for (size_t shift : {size_t(0), size_t(1), size_t(7), size_t(16)}) {
+    for (size_t n : {size_t(1), size_t(17), size_t(4000), values.size()}) {
+      bf16_t* dst = out.data() + shift;
+      detail::f32_to_bf16_stream_n(values.data(), dst, int64_t(n));
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(dst[i].bits, float_to_bf16(values[i]).bits)
+            << "shift=" << shift << " n=" << n << " i=" << i;
+      }
     }
   }
 }

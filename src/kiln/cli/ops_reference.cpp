@@ -9,8 +9,9 @@
 namespace kiln::cli {
 namespace {
 
-std::string count(int n) {
-  return n < 0 ? "any" : std::to_string(n);
+std::string count(int n, int optional = 0) {
+  if (n < 0) return "any";
+  return optional > 0 ? std::to_string(n - optional) + "–" + std::to_string(n) : std::to_string(n);
 }
 
 // A table cell: no line breaks, and '|' escaped.
@@ -68,8 +69,8 @@ std::string ops_reference_markdown() {
       if (d.mutated_inputs & (1u << i))
         in_place += (in_place.empty() ? "" : ", ") + std::to_string(i);
     }
-    s << "| `" << d.name << "` | " << count(d.num_inputs) << " | " << count(d.num_outputs) << " | "
-      << ops::attrs_kind_name(d.attrs) << " | "
+    s << "| `" << d.name << "` | " << count(d.num_inputs, d.optional_inputs) << " | "
+      << count(d.num_outputs) << " | " << ops::attrs_kind_name(d.attrs) << " | "
       << cell(d.grad ? "yes" : std::string("no: ") + (d.no_grad_reason ? d.no_grad_reason : "?"))
       << " | " << amp_name(d.amp) << " | " << (d.tile ? "yes" : "") << " | " << in_place << " | "
       << cell(d.shard ? std::string(d.shard->accepts)

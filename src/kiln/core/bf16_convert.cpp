@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kiln/core/isa_variant.h"
 
 // GCC 12's AVX-512 intrinsics trip -W[maybe-]uninitialized on their undefined-register idiom.
@@ -26,22 +28,45 @@ void bf16_to_f32_n(const bf16_t* in, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = bf16_to_float(in[i]);
 }
 
+#if KILN_ISA_AVX512
+namespace {
+
+// 16 floats rounded to bf16 as float_to_bf16 rounds them.
+inline __m256i round_16(const float* in) {
+  const __m512i u = _mm512_loadu_si512(in);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i r =
+      _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+}  // namespace
+#endif
+
 void f32_to_bf16_n(const float* in, bf16_t* out, int64_t n) {
   int64_t i = 0;
 #if KILN_ISA_AVX512
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i bias = _mm512_set1_epi32(0x7fff);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
   for (; i + 16 <= n; i += 16) {
-    __m512i u = _mm512_loadu_si512(in + i);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-    __m512i r = _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), quiet);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), round_16(in + i));
   }
+#endif
+  for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+
+void f32_to_bf16_stream_n(const float* in, bf16_t* out, int64_t n) {
+  int64_t i = 0;
+#if KILN_ISA_AVX512
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % 32 != 0; ++i) {
+    out[i] = float_to_bf16(in[i]);
+  }
+  for (; i + 16 <= n; i += 16) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), round_16(in + i));
+  }
+  _mm_sfence();  // the stores are weakly ordered: done before whoever reads them next
 #endif
   for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
 }
@@ -54,12 +79,16 @@ namespace kiln::detail {
 
 KILN_ISA_DECLARE(void bf16_to_f32_n(const bf16_t* in, float* out, int64_t n))
 KILN_ISA_DECLARE(void f32_to_bf16_n(const float* in, bf16_t* out, int64_t n))
+KILN_ISA_DECLARE(void f32_to_bf16_stream_n(const float* in, bf16_t* out, int64_t n))
 
 void bf16_to_f32_n(const bf16_t* in, float* out, int64_t n) {
   KILN_ISA_CALL(bf16_to_f32_n, in, out, n);
 }
 void f32_to_bf16_n(const float* in, bf16_t* out, int64_t n) {
   KILN_ISA_CALL(f32_to_bf16_n, in, out, n);
+}
+void f32_to_bf16_stream_n(const float* in, bf16_t* out, int64_t n) {
+  KILN_ISA_CALL(f32_to_bf16_stream_n, in, out, n);
 }
 
 }  // namespace kiln::detail

@@ -8,10 +8,18 @@
 
 namespace kiln {
 
-Storage::Storage(size_t bytes) : data_(allocator::allocate(bytes)), bytes_(bytes), owned_(true) {}
+Storage::Storage(size_t bytes)
+    : data_(allocator::allocate(bytes)), bytes_(bytes), owned_(true), writes_(0) {}
 
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> keeper)
-    : data_(data), bytes_(bytes), owned_(false), keeper_(std::move(keeper)) {}
+    : data_(data), bytes_(bytes), owned_(false), keeper_(std::move(keeper)), writes_(kUntracked) {}
+
+void Storage::note_write() {
+  uint64_t seen = writes_.load(std::memory_order_relaxed);
+  while (seen != kUntracked &&
+         !writes_.compare_exchange_weak(seen, seen + 1, std::memory_order_acq_rel)) {
+  }
+}
 
 void Storage::borrow(void* data, std::shared_ptr<void> keeper) {
   if (owned_) throw Error("Storage::borrow: this storage owns its memory");
@@ -242,6 +250,7 @@ void Tensor::copy_from(const Tensor& src) {
   if (src.shape() != shape()) {
     throw ShapeError("copy_from: shape " + src.shape().str() + " into " + shape().str());
   }
+  mark_written();
   if (src.is_contiguous() && is_contiguous()) {
     if (src.dtype() == dtype()) {
       std::memcpy(raw_data(), src.raw_data(), nbytes());

@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,11 +26,23 @@ class Storage {
   // reads each step's batch where the caller keeps it, through tensors bound once.
   void borrow(void* data, std::shared_ptr<void> keeper);
 
+  // How many times Kiln has written this memory (Tensor::mark_written). A compiled graph that
+  // keeps something derived from a parameter between steps (its bf16 copy,
+  // graph/passes/bf16_weight_copies.cpp) derives it again when the count moved since it last
+  // did. Memory that code outside Kiln may write unseen is untracked, and such derived copies
+  // are made afresh every step: borrowed memory (a caller's buffer, a numpy array) always, and
+  // owned memory once a writable view of it has left Kiln (mark_untracked; numpy views do).
+  static constexpr uint64_t kUntracked = ~uint64_t(0);
+  uint64_t writes() const { return writes_.load(std::memory_order_acquire); }
+  void note_write();
+  void mark_untracked() { writes_.store(kUntracked, std::memory_order_release); }
+
  private:
   void* data_;
   size_t bytes_;
   bool owned_;
   std::shared_ptr<void> keeper_;
+  std::atomic<uint64_t> writes_;
 };
 
 struct GradNode;  // defined by autograd/
@@ -112,8 +125,15 @@ class Tensor {
   Tensor contiguous() const;
   // A deep, contiguous copy with no autograd state.
   Tensor clone() const;
-  // Copies values from src (same shape; dtype converted). No autograd.
+  // Copies values from src (same shape; dtype converted). No autograd. Marks this tensor written.
   void copy_from(const Tensor& src);
+  // Records that this tensor's memory was written (Storage::writes). Ops that write an input
+  // in place, copy_from and compiled graphs' updates call it; code that writes a parameter
+  // through data<T>() or raw_data() between compiled steps must call it too, or a compiled
+  // mixed-precision step may go on using the bf16 copy of the old value.
+  void mark_written() const {
+    if (impl_ && impl_->storage) impl_->storage->note_write();
+  }
   // Shares data, drops autograd state.
   Tensor detach() const;
   // A tensor viewing the same storage with another shape/strides/offset. No autograd.

@@ -222,6 +222,7 @@ void Executable::bind() {
   report_.launches = launches_.size();
   place_workspaces();
   find_input_followers();
+  find_state_writes();
   first_update_ = launches_.size();
   if (options_.updates_last) {
     for (size_t i = 0; i < launches_.size(); ++i) {

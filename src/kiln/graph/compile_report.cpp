@@ -41,6 +41,7 @@ std::string CompileReport::str() const {
     << inplace_reuses << ", inputs read in place " << inputs_in_place << ", largest workspace "
     << double(workspace_bytes) / 1048576.0 << " MiB (outside the arena "
     << double(workspace_outside_arena) / 1048576.0 << " MiB)";
+  if (bf16_weight_copies > 0) s << ", bf16 weight copies " << bf16_weight_copies;
   if (concurrent_groups > 1)
     s << ", " << concurrent_groups << " groups of launches run side by side";
   return s.str();

@@ -222,6 +222,7 @@ void Executable::start(std::span<const Tensor> inputs) {
   }
   updates_pending_ = false;
   check_bindings();
+  refresh_bf16_copies();
   ops::NoGradGuard no_grad;
   take_inputs(inputs);
   ++steps_run_;
@@ -286,6 +287,7 @@ std::vector<Tensor> Executable::outputs() const {
 std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
   start(inputs);
   launch(0, launches_.size());
+  note_state_writes(0, launches_.size());
   std::vector<Tensor> result = outputs();
   release_inputs();
   return result;
@@ -294,6 +296,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
 std::vector<Tensor> Executable::run_in_arena(std::span<const Tensor> inputs) {
   start(inputs);
   launch(0, launches_.size());
+  note_state_writes(0, launches_.size());
   std::vector<Tensor> result;
   for (ValueId v : graph_.outputs()) result.push_back(bound_[size_t(v)]);
   release_inputs();
@@ -316,6 +319,7 @@ std::vector<Tensor> Executable::end_groups() {
     const LaunchObserver observer = launch_observer();
     for (size_t li : after_groups_) launch_one(li, observer);
   }
+  note_state_writes(0, launches_.size());
   std::vector<Tensor> result = outputs();
   release_inputs();
   return result;
@@ -327,6 +331,7 @@ std::vector<Tensor> Executable::run_until_updates(std::span<const Tensor> inputs
   }
   start(inputs);
   launch(0, first_update_);
+  note_state_writes(0, first_update_);
   updates_pending_ = true;
   return outputs();
 }
@@ -337,6 +342,7 @@ void Executable::run_updates() {
   }
   updates_pending_ = false;
   launch(first_update_, launches_.size());
+  note_state_writes(first_update_, launches_.size());
   release_inputs();
 }
 

@@ -52,6 +52,9 @@ struct CompileOptions {
   // run_until_updates() can stop before any of them (loss scaling skips overflowed steps).
   // Costs memory: every gradient is alive at once, as in eager mode.
   bool updates_last = false;
+  // Mixed precision: a weight cast to bf16 every step keeps a bf16 copy, written by its
+  // optimizer update (passes/bf16_weight_copies.cpp). Same results either way.
+  bool bf16_weight_copies = true;
   // The training step (train/compiled_step.h) traces its batch as this many equal slices, the
   // forward and backward of each before the next, and one update from their summed gradients:
   // the activations of one slice at a time, for some speed (its evaluation forward too, slice by
@@ -104,6 +107,7 @@ struct CompileReport {
   std::vector<FusedNodeCount> fused_nodes = zero_fused_node_counts();
   int streaming_stores = 0;     // batch-norm outputs written past the caches (stream_stores.cpp)
   int relu_masks = 0;           // relu outputs kept as bytes (compact_relu_masks.cpp)
+  int bf16_weight_copies = 0;   // weights whose update writes their bf16 copy
   int64_t arena_bytes = 0;      // the plan's peak
   int64_t live_bytes_peak = 0;  // most bytes live at once (lower bound for any plan)
   int64_t unplanned_bytes = 0;  // what allocating every tensor separately would take
@@ -175,6 +179,9 @@ class Executable {
   // Bytes of graph inputs copied so far (into the arena, or staged for an unaligned or strided
   // batch): 0 while every batch was read where the caller keeps it.
   int64_t input_bytes_copied() const { return input_bytes_copied_; }
+  // How often a step began by casting a weight's bf16 copy afresh (CompileOptions::
+  // bf16_weight_copies): on the first step, and after something else wrote the weight.
+  int64_t bf16_copy_refreshes() const { return bf16_copy_refreshes_; }
 
  private:
   struct Launch;
@@ -191,6 +198,12 @@ class Executable {
   // Launch li; `threads` > 0 overrides the team chosen at bind.
   void launch_one(size_t li, LaunchObserver observer, int threads = 0);
   void form_groups();  // after bind (concurrent_groups)
+  // State written in place (state_writes.cpp): which launches write which state tensors (bind),
+  // marking them written once those launches ran (Storage::writes), and casting each weight's
+  // bf16 copy afresh at a step's start where the weight or the copy was written elsewhere.
+  void find_state_writes();
+  void note_state_writes(size_t begin, size_t end);
+  void refresh_bf16_copies();
   std::vector<Tensor> outputs() const;
 
   Graph graph_;
@@ -210,6 +223,20 @@ class Executable {
   std::vector<bool> input_unfollowed_;  // read by a kernel that cannot follow a move
   std::vector<Launch> launches_;
   std::vector<std::pair<ValueId, const void*>> state_data_;
+  struct StateWrite {
+    size_t launch;
+    Tensor tensor;
+  };
+  std::vector<StateWrite> state_writes_;  // in launch order
+  // A weight, its bf16 copy, the launch that writes both, and the write counts of the two
+  // (Storage::writes) when the copy last equalled the weight rounded.
+  struct Bf16Copy {
+    Tensor weight, copy;
+    size_t update_launch;
+    uint64_t weight_writes = Storage::kUntracked, copy_writes = Storage::kUntracked;
+  };
+  std::vector<Bf16Copy> bf16_copies_;
+  int64_t bf16_copy_refreshes_ = 0;
   bool profile_ = false;
   std::vector<double> launch_ns_;  // per launch, when profiling
   int64_t steps_run_ = 0;          // to notice a replaced storage

@@ -44,6 +44,9 @@ void run_passes(Graph& graph, const CompileOptions& options, CompileReport& repo
   graph.reorder(graph.schedule());
   if (options.optimize && !options.updates_last) passes::schedule_updates_early(graph);
   passes::schedule_collectives(graph);  // right after schedule_updates_early
+  if (options.bf16_weight_copies) {
+    report.bf16_weight_copies = passes::keep_bf16_weight_copies(graph);
+  }
 
   // 4. Layout and stores (with fusion): blocked activations between the kernels that read them,
   //    streaming stores, relu outputs kept as byte masks.

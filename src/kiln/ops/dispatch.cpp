@@ -26,9 +26,14 @@ int64_t now_ns() {
 }
 
 void check_arity(const OpDef& def, size_t given) {
-  if (def.num_inputs >= 0 && size_t(def.num_inputs) != given) {
-    throw ShapeError(std::string(def.name) + ": expects " + std::to_string(def.num_inputs) +
-                     " inputs, got " + std::to_string(given));
+  if (def.num_inputs < 0) return;
+  const size_t most = size_t(def.num_inputs), fewest = most - size_t(def.optional_inputs);
+  if (given < fewest || given > most) {
+    const std::string expected = fewest == most
+                                     ? std::to_string(most)
+                                     : std::to_string(fewest) + " to " + std::to_string(most);
+    throw ShapeError(std::string(def.name) + ": expects " + expected + " inputs, got " +
+                     std::to_string(given));
   }
 }
 
@@ -162,6 +167,9 @@ std::vector<Tensor> call(OpKind kind, std::span<const Tensor> inputs, const Attr
     def.kernel(inputs, outputs, attrs);
   }
   if (on_kernel) on_kernel(kind, inputs, outputs, attrs, begin, now_ns());
+  for (size_t i = 0; def.mutated_inputs != 0 && i < inputs.size() && i < 32; ++i) {
+    if (def.mutated_inputs >> i & 1u) inputs[i].mark_written();
+  }
 
   // 2. The autograd tape records what the kernel computed.
   if (t_grad_enabled && def.grad) {

@@ -93,6 +93,9 @@ struct OpDef {
   // The attribute family the op reads (attrs.h); ops::call and the graph reject any other.
   AttrsKind attrs = AttrsKind::NoAttrs;
   int num_inputs = 1;  // -1: any number
+  // How many of the last inputs a call may leave out (num_inputs counts them): an optimizer
+  // update's bf16 copy of the parameter, written only by compiled mixed-precision steps.
+  int optional_inputs = 0;
   int num_outputs = 1;
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;  // exactly one of kernel and view

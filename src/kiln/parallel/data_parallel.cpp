@@ -56,6 +56,7 @@ std::vector<Bucket> assign_buckets(const std::vector<Tensor>& params) {
 void broadcast_from_rank0(const std::vector<Tensor>& tensors) {
   if (comm::size() == 1) return;
   for (const Tensor& t : tensors) {
+    t.mark_written();
     if (t.is_contiguous()) {
       comm::broadcast(t.raw_data(), t.numel(), t.dtype(), 0);
       continue;

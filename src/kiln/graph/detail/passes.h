@@ -75,6 +75,20 @@ int schedule_updates_early(Graph& graph);
 // (schedule_collectives.cpp).
 int schedule_collectives(Graph& graph);
 
+// Mixed precision: a weight that the step casts to bf16 and one optimizer update writes keeps a
+// bf16 copy instead (a new state value), rewritten by that update after the step's last reader
+// of the cast; the casts go. Returns how many weights keep one. Runs after scheduling, on the
+// final order of updates (bf16_weight_copies.cpp; the executor refreshes a copy whose weight
+// something else wrote).
+int keep_bf16_weight_copies(Graph& graph);
+// The weights that keep a bf16 copy, their copies and the updates that write both.
+struct Bf16WeightCopy {
+  ValueId weight;
+  ValueId copy;
+  NodeId update;
+};
+std::vector<Bf16WeightCopy> bf16_weight_copies(const Graph& graph);
+
 // Helpers shared by the passes.
 // Whether the node is an optimizer update (sgd_update, momentum_update, adam_update).
 bool is_optimizer_update(const Node& node);

@@ -19,6 +19,7 @@ namespace kiln::ops {
 namespace {
 using namespace optimizer;
 constexpr char kAdamUpdate[] = "adam_update";
+constexpr size_t kAdamCopy = 6;  // the optional input: the parameter's bf16 copy
 
 std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& a) {
   const AdamAttrs& attrs = a.as<AdamAttrs>();
@@ -28,6 +29,7 @@ std::vector<TensorMeta> adam_infer(std::span<const TensorMeta> in, const Attrs& 
   check_state(kAdamUpdate, "v (second moment)", in[0], in[3]);
   check_scalar(kAdamUpdate, "step_size", in[4]);
   check_scalar(kAdamUpdate, "lr", in[5]);
+  check_bf16_copy(kAdamUpdate, in, kAdamCopy);
   if (!(attrs.beta1 >= 0 && attrs.beta1 < 1 && attrs.beta2 >= 0 && attrs.beta2 < 1)) {
     throw Error(std::string(kAdamUpdate) + ": betas must lie in [0, 1), got (" +
                 std::to_string(attrs.beta1) + ", " + std::to_string(attrs.beta2) + ")");
@@ -42,7 +44,8 @@ struct AdamScalars {
 // In blocks, with the square roots between two loops: a sqrtf inside the loop may set errno (on
 // a negative input, which v never is), and that side effect kept GCC from vectorizing it. The
 // arithmetic per element is unchanged.
-void adam_pass(float* p, const float* g, float* m, float* v, int64_t n, AdamScalars s) {
+void adam_pass(float* p, const float* g, float* m, float* v, bf16_t* copy, int64_t n,
+               AdamScalars s) {
   constexpr int64_t kBlock = 256;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
@@ -62,6 +65,7 @@ void adam_pass(float* p, const float* g, float* m, float* v, int64_t n, AdamScal
     vmath::sqrt_n<false>(root, vb, len);
 #pragma omp simd
     for (int64_t i = 0; i < len; ++i) pb[i] = pb[i] * s.decay - s.step * mb[i] / (root[i] + s.eps);
+    if (copy != nullptr) write_bf16_copy(pb, copy + begin, len, n >= kStreamedCopy);
   }
 }
 
@@ -83,12 +87,13 @@ void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) 
                             .wd = float(attrs.weight_decay),
                             .decay = 1.f - lr * float(attrs.decoupled_weight_decay),
                             .step = scalar_value(in[4])};
-  adam_pass(p, g, m, v, param.numel(), scalars);
+  adam_pass(p, g, m, v, bf16_copy(kAdamUpdate, in, kAdamCopy), param.numel(), scalars);
 }
 
 Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
   int64_t n = in[0].shape.numel();
-  return {14.0 * double(n), f32_bytes(7 * n)};  // read p, g, m, v; write p, m, v
+  // read p, g, m, v; write p, m, v (and the bf16 copy)
+  return {14.0 * double(n), f32_bytes(7 * n) + (in.size() > kAdamCopy ? 2.0 * double(n) : 0.0)};
 }
 
 }  // namespace
@@ -96,12 +101,13 @@ Cost adam_cost(std::span<const TensorMeta> in, std::span<const TensorMeta>, cons
 const OpDef op_def_adam_update = {
     .name = kAdamUpdate,
     .attrs = attrs_kind<AdamAttrs>,
-    .num_inputs = 6,  // param, grad, m, v, step_size, lr
+    .num_inputs = 7,  // param, grad, m, v, step_size, lr, [the parameter's bf16 copy]
+    .optional_inputs = 1,
     .num_outputs = 0,
     .infer = adam_infer,
     .kernel = adam_kernel,
     .no_grad_reason = "an optimizer update runs after backward and is never differentiated",
-    .mutated_inputs = 0b1101,
+    .mutated_inputs = 0b1001101,
     .amp = AmpClass::fp32,
     .cost = adam_cost,
     .no_shard_reason = "updates each rank's own shard of a parameter, after the partition",

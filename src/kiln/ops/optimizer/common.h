@@ -2,8 +2,11 @@
 // Shared checks and helpers of the fused optimizer-update ops. Each update is one in-place pass
 // over parameter, gradient and state; it has no outputs (the parameter and state inputs are
 // mutated, see OpDef::mutated_inputs), and no gradient.
+#include <algorithm>
+#include <span>
 #include <string>
 
+#include "kiln/core/bf16_convert.h"
 #include "kiln/core/error.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
@@ -84,6 +87,56 @@ inline void check_state_layout(std::string_view op, const char* what, const Tens
 
 inline void check_param_layout(std::string_view op, const Tensor& param) {
   if (!param.is_dense()) throw Error(std::string(op) + ": the parameter must be dense in memory");
+}
+
+// A compiled mixed-precision step gives an update one more input, its last: the parameter's bf16
+// copy, which the update rounds from the new values so that the next step's forward reads it
+// instead of casting the weight again (graph/passes/bf16_weight_copies.cpp). Eager calls leave it
+// out.
+inline void check_bf16_copy(std::string_view op, std::span<const TensorMeta> in, size_t index) {
+  if (in.size() <= index) return;
+  if (in[index].shape != in[0].shape || in[index].dtype != DType::bf16) {
+    throw ShapeError(std::string(op) + ": the parameter's bf16 copy must be bf16" +
+                     in[0].shape.str() + ", got " + describe_meta(in[index]));
+  }
+}
+inline bf16_t* bf16_copy(std::string_view op, std::span<const Tensor> in, size_t index) {
+  if (in.size() <= index) return nullptr;
+  if (in[index].strides() != in[0].strides() || !in[index].is_dense()) {
+    throw Error(std::string(op) + ": the parameter's bf16 copy must have its memory layout");
+  }
+  return static_cast<bf16_t*>(in[index].raw_data());
+}
+
+// Elements an update handles at a time: the parameter, gradient and state of one block stay in
+// L1 while the block's new parameter values are rounded into the bf16 copy, when there is one.
+inline constexpr int64_t kUpdateBlock = 2048;
+// From this many elements (a 256 KiB copy) the copy is written past the caches
+// (core/bf16_convert.h): the next step reads it only after the rest of this step's backward
+// and the next forward's earlier layers have passed through the caches.
+inline constexpr int64_t kStreamedCopy = 1 << 17;
+
+// copy[0, len) = p[0, len) rounded to bf16, past the caches when `streamed`.
+inline void write_bf16_copy(const float* p, bf16_t* copy, int64_t len, bool streamed) {
+  if (streamed) {
+    detail::f32_to_bf16_stream_n(p, copy, len);
+  } else {
+    detail::f32_to_bf16_n(p, copy, len);
+  }
+}
+
+// block(begin, len) over [0, n) on the update's threads (static contiguous ranges, as a
+// `parallel for` over the elements), then the bf16 copy of the block's new values.
+template <class Block>
+void update_blocks(int64_t n, const float* p, bf16_t* copy, const Block& block) {
+  const int64_t blocks = (n + kUpdateBlock - 1) / kUpdateBlock;
+  const bool streamed = n >= kStreamedCopy;
+#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kUpdateBlock, len = std::min(kUpdateBlock, n - begin);
+    block(begin, len);
+    if (copy != nullptr) write_bf16_copy(p + begin, copy + begin, len, streamed);
+  }
 }
 
 // Bytes of n f32 elements, for the cost functions.
