@@ -7,6 +7,7 @@
 
 #include "kiln/cli/record_command.h"
 #include "record/record_test_util.h"
+#include "testing/file_contents.h"
 
 namespace kiln::record::record_command_test {
 namespace {
@@ -37,7 +38,7 @@ TEST(RecordCli, VerifyReturnsZeroForWholeSetsAndOneOtherwise) {
   std::ostringstream out;
   EXPECT_EQ(cli::run_record_verify({dir / "set0"}, out), 0);
   EXPECT_NE(out.str().find("OK (2 shard files, 30 rows"), std::string::npos) << out.str();
-  auto bytes = testing::read_file(dir / "set1");
+  auto bytes = kiln::testing::file_bytes(dir / "set1");
   bytes[bytes.size() / 2] ^= 1;
   testing::write_file(dir / "set1", bytes);
   out.str("");
@@ -58,7 +59,7 @@ TEST(RecordCli, VerifyExitCodesThroughTheBinary) {
   testing::write_small_set(dir / "set", 12, 2);
   EXPECT_EQ(run_kiln("record verify " + dir / "set0"), 0);
   EXPECT_EQ(run_kiln("record info " + dir / "set1"), 0);
-  auto bytes = testing::read_file(dir / "set0");
+  auto bytes = kiln::testing::file_bytes(dir / "set0");
   bytes[100] ^= 0x10;  // in the header
   testing::write_file(dir / "set0", bytes);
   EXPECT_EQ(run_kiln("record verify " + dir / "set0"), 1);

@@ -12,6 +12,7 @@
 #include "cli/train_args.h"
 #include "kiln/core/error.h"
 #include "testing/cpu_features.h"
+#include "testing/file_contents.h"
 
 namespace kiln::cli::train_command_test {
 namespace {
@@ -244,15 +245,11 @@ TEST(TrainCommand, DumpGraphWritesTheStepBeforeAndAfterThePasses) {
   c.dump_graph = dir.string();
   std::ostringstream out;
   run_train(c, out);
-  auto read = [](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   const fs::path traced = dir / "train_step_0_traced.txt", compiled = dir / "train_step_1_compiled";
   ASSERT_TRUE(fs::exists(traced)) << out.str();
   ASSERT_TRUE(fs::exists(fs::path(compiled).concat(".dot")));
-  EXPECT_NE(read(traced).find("max_pool2d_grad"), std::string::npos);
-  const std::string text = read(fs::path(compiled).concat(".txt"));
+  EXPECT_NE(kiln::testing::file_text(traced).find("max_pool2d_grad"), std::string::npos);
+  const std::string text = kiln::testing::file_text(fs::path(compiled).concat(".txt"));
   if (kiln::testing::avx512_kernels_run()) {  // LeNet's pooled-conv fusions need those kernels
     EXPECT_NE(text.find("fused[conv2d,relu,max_pool2d]"), std::string::npos) << text;
     EXPECT_NE(
@@ -262,7 +259,8 @@ TEST(TrainCommand, DumpGraphWritesTheStepBeforeAndAfterThePasses) {
   } else {
     EXPECT_NE(text.find("fused["), std::string::npos) << text;
   }
-  EXPECT_NE(read(fs::path(compiled).concat(".dot")).find("digraph"), std::string::npos);
+  EXPECT_NE(kiln::testing::file_text(fs::path(compiled).concat(".dot")).find("digraph"),
+            std::string::npos);
   fs::remove_all(dir);
   // Eager mode compiles nothing to dump: a clear error instead of an empty folder.
   c.mode = "eager";

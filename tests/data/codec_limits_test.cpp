@@ -10,6 +10,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
+#include "testing/file_contents.h"
 
 namespace kiln::data::vision::codec_limits_test {
 namespace {
@@ -70,9 +71,7 @@ TEST(CodecLimits, JpegClaimingHugeDimensionsIsRefusedBeforeAllocating) {
 std::vector<uint8_t> multi_scan_jpeg() {
   const std::string path =
       std::string(KILN_SOURCE_DIR) + "/fuzz/corpus/image/multiscan-65496x65363.jpg";
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return kiln::testing::file_bytes(path);
 }
 
 TEST(CodecLimits, MultiScanJpegClaimingHugeDimensionsIsRefusedBeforeLibjpegAllocates) {

@@ -9,6 +9,7 @@
 
 #include "kiln/data/config.h"
 #include "record/record_test_util.h"
+#include "testing/file_contents.h"
 
 namespace kiln::data::record_dataset_test {
 namespace {
@@ -154,7 +155,7 @@ TEST(RecordDataset, NumSamplesAndExplicitFileLists) {
 TEST(RecordDataset, DamagedRecordsStopThePipelineWithTheFileAndOffset) {
   ScratchDir dir;
   auto files = write_ids(dir / "ids", 40, 1);
-  auto bytes = record::testing::read_file(files[0]);
+  auto bytes = kiln::testing::file_bytes(files[0]);
   auto shard = record::ShardReader::open(files[0]);
   uint64_t at = shard->entry(17).offset + 12;
   shard.reset();

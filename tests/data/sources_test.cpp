@@ -8,6 +8,7 @@
 #include "data_test_util.h"
 #include "kiln/core/error.h"
 #include "kiln/data/vision.h"
+#include "testing/file_contents.h"
 
 namespace kiln::data::sources_test {
 namespace {
@@ -99,11 +100,7 @@ TEST(Sources, TruncatedIdxNamesFileAndOffset) {
     EXPECT_NE(m.find("ends at 33"), std::string::npos) << m;
   }
   // A gzip stream cut in the middle.
-  std::vector<uint8_t> whole;
-  {
-    std::ifstream f(dir / "t10k-images-idx3-ubyte.gz", std::ios::binary);
-    whole.assign(std::istreambuf_iterator<char>(f), {});
-  }
+  std::vector<uint8_t> whole = kiln::testing::file_bytes(dir / "t10k-images-idx3-ubyte.gz");
   whole.resize(whole.size() / 2);
   write_file(dir / "t10k-images-idx3-ubyte.gz", whole, false);
   EXPECT_THROW(MnistDataset(dir.string(), {.usage = "test"}), FileError);

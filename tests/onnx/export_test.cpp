@@ -15,6 +15,7 @@
 #include "kiln/core/error.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/functional.h"
+#include "testing/file_contents.h"
 #include "testing/onnx_tools.h"
 
 namespace kiln::onnx::export_test {
@@ -31,11 +32,6 @@ class FunctionCell : public nn::Cell {
  private:
   Forward forward_;
 };
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 class OnnxExport : public ::testing::Test {
  protected:
@@ -130,7 +126,7 @@ TEST_F(OnnxExport, AnOpWithoutAMappingIsAnErrorNamingItAndWritesNothing) {
   EXPECT_NE(error.find("op 'relu_grad' has no ONNX mapping: it computes a gradient"),
             std::string::npos)
       << error;
-  EXPECT_EQ(read_file(path), "an older model");
+  EXPECT_EQ(kiln::testing::file_text(path), "an older model");
   EXPECT_EQ(files(), std::vector<std::string>{"m.onnx"});
 }
 
@@ -204,7 +200,7 @@ TEST_F(OnnxExport, ReplacingAModelLeavesOnlyTheNewOne) {
   auto net = std::make_shared<nn::Dense>(4, 2);
   const std::string bytes = onnx_model_bytes(*net, {.shape = {4}}, {});
   export_onnx(*net, {.shape = {4}}, path.string(), {});
-  EXPECT_EQ(read_file(path), bytes);
+  EXPECT_EQ(kiln::testing::file_text(path), bytes);
   EXPECT_EQ(files(), std::vector<std::string>{"m.onnx"});
 }
 

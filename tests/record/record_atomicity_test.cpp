@@ -10,6 +10,7 @@
 #include "kiln/record/record_reader.h"
 #include "kiln/record/verify.h"
 #include "record_test_util.h"
+#include "testing/file_contents.h"
 
 namespace kiln::record::record_atomicity_test {
 namespace {
@@ -69,11 +70,11 @@ TEST(RecordAtomicity, WriterKilledBeforeCommitLeavesNoFinalFile) {
 TEST(RecordAtomicity, KilledOverwriteLeavesThePreviousSetIntact) {
   ScratchDir dir;
   testing::write_small_set(dir / "set", 11, 2);
-  auto before0 = testing::read_file(dir / "set0");
-  auto before1 = testing::read_file(dir / "set1");
+  auto before0 = kiln::testing::file_bytes(dir / "set0");
+  auto before1 = kiln::testing::file_bytes(dir / "set1");
   kill_writer_mid_write(dir / "set", 2, true, 10);
-  EXPECT_EQ(testing::read_file(dir / "set0"), before0);
-  EXPECT_EQ(testing::read_file(dir / "set1"), before1);
+  EXPECT_EQ(kiln::testing::file_bytes(dir / "set0"), before0);
+  EXPECT_EQ(kiln::testing::file_bytes(dir / "set1"), before1);
   RecordReader reader(dir / "set1");
   EXPECT_EQ(reader.num_rows(), 11u);
   EXPECT_TRUE(verify_records(dir / "set0").ok());
@@ -109,7 +110,7 @@ TEST(RecordAtomicity, OverwriteWithFewerShardsRemovesTheOldOnes) {
 TEST(RecordAtomicity, ShardsFromDifferentCommitsAreRefused) {
   ScratchDir dir;
   testing::write_small_set(dir / "set", 20, 2);
-  auto old_shard1 = testing::read_file(dir / "set1");
+  auto old_shard1 = kiln::testing::file_bytes(dir / "set1");
   testing::write_small_set(dir / "set", 20, 2, {.overwrite = true, .page_size = 4096});
   testing::write_file(dir / "set1", old_shard1);  // as if a crash fell between the two renames
   try {

@@ -10,6 +10,7 @@
 #include "kiln/record/record_reader.h"
 #include "kiln/record/verify.h"
 #include "record_test_util.h"
+#include "testing/file_contents.h"
 
 namespace kiln::record::record_corruption_test {
 namespace {
@@ -17,7 +18,7 @@ using testing::ScratchDir;
 
 std::vector<uint8_t> small_file(ScratchDir& dir, int rows = 24) {
   testing::write_small_set(dir / "f", rows, 1);
-  return testing::read_file(dir / "f");
+  return kiln::testing::file_bytes(dir / "f");
 }
 
 // Opens an in-memory file image and reads every row and every index; returns the error, or ""
@@ -224,7 +225,7 @@ TEST(RecordCorruption, HostileSchemaAndShardNames) {
     w.write_raw_data({Row{{"a", Value::array<uint8_t>({1, 2}, {7, 8})}}});
     w.commit();
   }
-  const auto original = testing::read_file(dir / "f");
+  const auto original = kiln::testing::file_bytes(dir / "f");
   Forger base(original);
   uint64_t meta = base.section_offset(0);
   uint64_t names_at = base.section_offset(0) + base.section_length(0) - 3;  // u16 len + "f"

@@ -23,6 +23,7 @@
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/model.h"
 #include "kiln/train/safetensors.h"
+#include "testing/file_contents.h"
 #include "train/train_testing.h"
 
 namespace kiln::train::checkpoint_integrity_test {
@@ -42,11 +43,6 @@ Job make_job(uint64_t seed) {
   j.opt = std::make_shared<optim::Momentum>(j.net->trainable_params(), optim::constant_lr(0.1));
   j.opt->set_global_step(7);
   return j;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void write(const std::string& path, const std::string& bytes) {
@@ -81,7 +77,7 @@ TEST(CheckpointIntegrity, SavedFilesCarryChecksumsOtherReadersIgnore) {
   std::string dir = testing::temp_dir("crc_ok");
   Job j = make_job(1);
   save_checkpoint(*j.net, dir + "/a.safetensors", {.optimizer = j.opt.get(), .epoch = 2});
-  std::string bytes = read(dir + "/a.safetensors");
+  std::string bytes = kiln::testing::file_text(dir + "/a.safetensors");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
   auto header = nlohmann::json::parse(bytes.substr(8, n));
@@ -114,7 +110,7 @@ TEST(CheckpointIntegrity, EveryFlippedBitOfTheDataIsCaughtNamingTheTensor) {
   Job j = make_job(1);
   std::string path = dir + "/a.safetensors";
   save_checkpoint(*j.net, path, {.optimizer = j.opt.get()});
-  const std::string good = read(path);
+  const std::string good = kiln::testing::file_text(path);
   uint64_t n;
   std::memcpy(&n, good.data(), 8);
   const size_t data_start = 8 + n;
@@ -145,14 +141,14 @@ TEST(CheckpointIntegrity, ChangedMetadataFailsItsChecksum) {
   Job j = make_job(1);
   std::string path = dir + "/a.safetensors";
   save_checkpoint(*j.net, path, {.optimizer = j.opt.get(), .epoch = 1});
-  std::string bytes = read(path);
+  std::string bytes = kiln::testing::file_text(path);
   size_t at = bytes.find("\"epoch\":\"1\"");
   ASSERT_NE(at, std::string::npos);
   bytes[at + 9] = '9';  // same length: only the checksum can tell
   write(path, bytes);
   expect_has(load_error(path), "__metadata__ fails its checksum");
   // A damaged checksum marker: the checksums are there, the key that declares them is not.
-  bytes = read(path);
+  bytes = kiln::testing::file_text(path);
   bytes[at + 9] = '1';
   at = bytes.find("\"checksum\"");
   bytes[at + 1] = 'C';
