@@ -1,8 +1,9 @@
 // Mixed precision: a weight cast to bf16 every step is instead kept as a bf16 copy that the
 // optimizer update writes while it writes the weight (the update's optional last input,
-// ops/optimizer/common.h). The cast read 4 bytes and wrote 2 per weight each step; the update
-// already has the new value in a register and only writes the 2. The MLP's O2 step (b512) had
-// ~0.35 ms of weight casts in ~8.5 ms.
+// ops/optimizer/common.h). Most of a cast's cost was its write of a copy that had left the
+// caches; the update has the new values in L1 and streams the copy past the caches instead. The
+// MLP's O2 step (b512, 2 threads): the 1024 x 1024 weight's cast (0.17-0.18 ms) and update
+// (0.14-0.18) became one update of 0.21 ms.
 //
 // The copy is a state value: it lives from one step to the next, so it is right only if
 // nothing but this graph's update wrote the weight since. The executor checks that before every
