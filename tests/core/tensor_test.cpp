@@ -73,6 +73,31 @@ TEST(Tensor, CopyContiguousAndCloneAcrossLayoutsAndDtypes) {
   EXPECT_TRUE(x.contiguous().same(x));
 }
 
+// copy_from between two strided views (an offset, a transpose, a destination with gaps) with a
+// dtype conversion: every element lands at its logical place, and nothing outside the
+// destination view is written.
+TEST(Tensor, CopyBetweenStridedViewsOfDifferentDtypes) {
+  std::vector<float> v(2 * 3 * 4 * 5);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i) - 50.f;
+  Tensor x = Tensor::from_vector(v, {2, 3, 4, 5});
+  // x[:, :, 1:3, :] transposed to [2, 5, 2, 3]: offset 5, strides (60, 1, 5, 20).
+  Tensor src = x.view_as({2, 5, 2, 3}, {60, 1, 5, 20}, 5);
+  // The first 3 of each row of 4 in base: the fourth must stay untouched.
+  Tensor base = Tensor::full({2, 5, 2, 4}, 7.0, DType::bf16);
+  Tensor dst = base.view_as({2, 5, 2, 3}, {40, 8, 4, 1}, 0);
+  dst.copy_from(src);
+  std::vector<float> got = dst.to_vector<float>(), want = src.to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;  // exact in bf16
+  const std::vector<float> all = base.to_vector<float>();
+  for (size_t i = 3; i < all.size(); i += 4) EXPECT_EQ(all[i], 7.0f) << i;
+  // And back, bf16 into a strided f32 view.
+  Tensor back = Tensor::zeros({2, 3, 4, 5});
+  Tensor back_view = back.view_as({2, 5, 2, 3}, {60, 1, 5, 20}, 5);
+  back_view.copy_from(dst);
+  EXPECT_EQ(back_view.to_vector<float>(), want);
+}
+
 TEST(Tensor, HandlesShareDataAndDetachDropsAutograd) {
   Tensor x = Tensor::zeros({3});
   x.set_requires_grad(true);

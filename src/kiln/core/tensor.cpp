@@ -1,10 +1,12 @@
 #include "kiln/core/tensor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
+#include "kiln/core/strided_copy.h"
 
 namespace kiln {
 
@@ -50,27 +52,6 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, const Strides& strides
   impl->strides = strides;
   impl->dtype = dtype;
   return impl;
-}
-
-// Calls fn(logical_index, storage_offset) for every element in row-major order.
-template <class Fn>
-void for_each_offset(const Shape& shape, const Strides& strides, int64_t base, Fn fn) {
-  int64_t n = shape.numel();
-  if (n == 0) return;
-  int r = shape.rank();
-  std::vector<int64_t> idx(size_t(r), 0);
-  int64_t off = base;
-  for (int64_t i = 0; i < n; ++i) {
-    fn(i, off);
-    for (int d = r - 1; d >= 0; --d) {
-      if (++idx[size_t(d)] < shape[d]) {
-        off += strides[size_t(d)];
-        break;
-      }
-      off -= strides[size_t(d)] * (shape[d] - 1);
-      idx[size_t(d)] = 0;
-    }
-  }
 }
 
 }  // namespace
@@ -263,25 +244,19 @@ void Tensor::copy_from(const Tensor& src) {
     std::memcpy(raw_data(), src.raw_data(), nbytes());
     return;
   }
-  // General strided copy: gather src in logical order, then scatter into this layout.
-  size_t es = dtype_size(src.dtype());
-  std::vector<unsigned char> gathered(size_t(numel()) * es);
-  const auto* sbase = static_cast<const unsigned char*>(src.impl_->storage->data());
-  for_each_offset(src.shape(), src.strides(), src.offset(), [&](int64_t i, int64_t off) {
-    std::memcpy(&gathered[size_t(i) * es], sbase + off * int64_t(es), es);
-  });
-  std::vector<unsigned char> converted;
-  const unsigned char* values = gathered.data();
-  size_t ds = dtype_size(dtype());
-  if (src.dtype() != dtype()) {
-    converted.resize(size_t(numel()) * ds);
-    convert(gathered.data(), src.dtype(), converted.data(), dtype(), numel());
-    values = converted.data();
+  if (src.dtype() == dtype()) {
+    strided_copy(src, *this);
+    return;
   }
-  auto* dbase = static_cast<unsigned char*>(impl_->storage->data());
-  for_each_offset(shape(), strides(), offset(), [&](int64_t i, int64_t off) {
-    std::memcpy(dbase + off * int64_t(ds), values + size_t(i) * ds, ds);
-  });
+  // Another dtype and another layout: converted between contiguous copies.
+  Tensor from = src;
+  if (!src.is_contiguous()) {
+    from = Tensor::empty(src.shape(), src.dtype());
+    strided_copy(src, from);
+  }
+  Tensor to = is_contiguous() ? *this : Tensor::empty(shape(), dtype());
+  convert(from.raw_data(), from.dtype(), to.raw_data(), dtype(), numel());
+  if (!to.same(*this)) strided_copy(to, *this);
 }
 
 Tensor Tensor::detach() const {

@@ -1,14 +1,12 @@
 #pragma once
-// Layout changes: copies between tensors of the same shape and dtype with arbitrary strides
-// (contiguous ↔ channels-last, transposes, slices, broadcasts with stride 0 in the source).
+// Layout changes the ops make: contiguous and dense copies (the strided copy itself is core's,
+// core/strided_copy.h).
+#include "kiln/core/strided_copy.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln::ops {
 
-// dst[i] = src[i] for every logical index i. Same shape and dtype; any strides on both sides
-// (src strides may be 0). Rows that are contiguous on both sides are memcpy'd; a source whose
-// fastest dimension is not the destination's is copied by cache-blocked 2-D transposes.
-void strided_copy(const Tensor& src, Tensor& dst);
+using kiln::strided_copy;
 
 // A row-major copy of x (or x itself when already contiguous), same dtype.
 Tensor contiguous_copy(const Tensor& x);
