@@ -4,12 +4,7 @@
 // at a step's start when the counts show that the weight or the copy was written since this
 // graph's update wrote both: by a checkpoint load, a state restore, another graph, an eager
 // update, or anything untracked (numpy).
-#include <omp.h>
-
-#include <algorithm>
-
-#include "kiln/core/bf16_convert.h"
-#include "kiln/core/threads.h"
+#include "kiln/core/dtype.h"
 #include "kiln/graph/detail/executor_internal.h"
 #include "kiln/graph/detail/passes.h"
 
@@ -56,17 +51,7 @@ void Executable::refresh_bf16_copies() {
       continue;
     }
     // Both dense in the weight's layout (the pass made the copy so): one flat pass.
-    const float* w = static_cast<const float*>(c.weight.raw_data());
-    bf16_t* out = static_cast<bf16_t*>(c.copy.raw_data());
-    const int64_t n = c.weight.numel();
-    constexpr int64_t kBlock = 1 << 14;
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    const int threads = int(std::clamp<int64_t>(blocks, 1, num_threads()));
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t b = 0; b < blocks; ++b) {
-      kiln::detail::f32_to_bf16_n(w + b * kBlock, out + b * kBlock,
-                                  std::min(kBlock, n - b * kBlock));
-    }
+    convert(c.weight.raw_data(), DType::f32, c.copy.raw_data(), DType::bf16, c.weight.numel());
     c.weight_writes = weight_writes;
     c.copy_writes = copy_writes;
     ++bf16_copy_refreshes_;
