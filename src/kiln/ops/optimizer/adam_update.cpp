@@ -10,8 +10,6 @@
 // sqrt(1 - beta2^t) — the two agree to within eps.
 //
 // AdamAttrs: beta1, beta2, eps, weight_decay (L2), decoupled_weight_decay (AdamW).
-#include <algorithm>
-
 #include "kiln/ops/detail/vmath.h"
 #include "kiln/ops/optimizer/common.h"
 
@@ -41,32 +39,27 @@ struct AdamScalars {
   float b1, b2, eps, wd, decay, step;
 };
 
-// In blocks, with the square roots between two loops: a sqrtf inside the loop may set errno (on
+// One block, with the square roots between two loops: a sqrtf inside the loop may set errno (on
 // a negative input, which v never is), and that side effect kept GCC from vectorizing it. The
 // arithmetic per element is unchanged.
+void adam_block(float* p, const float* g, float* m, float* v, int64_t len, AdamScalars s) {
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) {
+    const float gi = g[i] + s.wd * p[i];
+    m[i] = s.b1 * m[i] + (1.f - s.b1) * gi;
+    v[i] = s.b2 * v[i] + (1.f - s.b2) * gi * gi;
+  }
+  float root[kUpdateBlock];
+  vmath::sqrt_n<false>(root, v, len);
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) p[i] = p[i] * s.decay - s.step * m[i] / (root[i] + s.eps);
+}
+
 void adam_pass(float* p, const float* g, float* m, float* v, bf16_t* copy, int64_t n,
                AdamScalars s) {
-  constexpr int64_t kBlock = 256;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kBlock, len = std::min(kBlock, n - begin);
-    float* pb = p + begin;
-    float* mb = m + begin;
-    float* vb = v + begin;
-    const float* gb = g + begin;
-#pragma omp simd
-    for (int64_t i = 0; i < len; ++i) {
-      const float gi = gb[i] + s.wd * pb[i];
-      mb[i] = s.b1 * mb[i] + (1.f - s.b1) * gi;
-      vb[i] = s.b2 * vb[i] + (1.f - s.b2) * gi * gi;
-    }
-    float root[kBlock];
-    vmath::sqrt_n<false>(root, vb, len);
-#pragma omp simd
-    for (int64_t i = 0; i < len; ++i) pb[i] = pb[i] * s.decay - s.step * mb[i] / (root[i] + s.eps);
-    if (copy != nullptr) write_bf16_copy(pb, copy + begin, len, n >= kStreamedCopy);
-  }
+  update_blocks(n, p, copy, [=](int64_t begin, int64_t len) {
+    adam_block(p + begin, g + begin, m + begin, v + begin, len, s);
+  });
 }
 
 void adam_kernel(std::span<const Tensor> in, std::span<Tensor>, const Attrs& a) {
