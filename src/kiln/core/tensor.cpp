@@ -232,31 +232,27 @@ void Tensor::copy_from(const Tensor& src) {
     throw ShapeError("copy_from: shape " + src.shape().str() + " into " + shape().str());
   }
   mark_written();
-  if (src.is_contiguous() && is_contiguous()) {
-    if (src.dtype() == dtype()) {
-      std::memcpy(raw_data(), src.raw_data(), nbytes());
-    } else {
-      convert(src.raw_data(), src.dtype(), raw_data(), dtype(), numel());
-    }
-    return;
-  }
-  if (src.dtype() == dtype() && src.strides() == strides() && is_dense()) {
-    std::memcpy(raw_data(), src.raw_data(), nbytes());
-    return;
-  }
   if (src.dtype() == dtype()) {
     strided_copy(src, *this);
     return;
   }
-  // Another dtype and another layout: converted between contiguous copies.
-  Tensor from = src;
-  if (!src.is_contiguous()) {
-    from = Tensor::empty(src.shape(), src.dtype());
-    strided_copy(src, from);
+  if (!is_dense()) {
+    // A destination with gaps: converted into a contiguous copy first.
+    Tensor converted = Tensor::empty(shape(), dtype());
+    converted.copy_from(src);
+    strided_copy(converted, *this);
+    return;
   }
-  Tensor to = is_contiguous() ? *this : Tensor::empty(shape(), dtype());
-  convert(from.raw_data(), from.dtype(), to.raw_data(), dtype(), numel());
-  if (!to.same(*this)) strided_copy(to, *this);
+  // Another dtype: rearranged (in the source's dtype) into this tensor's layout where the two
+  // differ, then converted in one flat pass.
+  const bool same_layout =
+      src.is_dense() && (src.strides() == strides() || (src.is_contiguous() && is_contiguous()));
+  Tensor staged = src;
+  if (!same_layout) {
+    staged = Tensor::empty_strided(shape(), strides(), src.dtype());
+    strided_copy(src, staged);
+  }
+  convert(staged.raw_data(), src.dtype(), raw_data(), dtype(), numel());
 }
 
 Tensor Tensor::detach() const {

@@ -3,7 +3,6 @@
 
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/functional.h"
-#include "kiln/ops/kernels/copy.h"
 #include "kiln/ops/shard_rule.h"
 
 namespace kiln::ops {
@@ -13,18 +12,9 @@ std::vector<TensorMeta> infer_cast(std::span<const TensorMeta> in, const Attrs& 
   return {TensorMeta{in[0].shape, a.as<CastAttrs>().dtype, in[0].layout}};
 }
 
+// Tensor::copy_from rearranges first (in the source dtype), then converts in one flat pass.
 void cast_kernel(std::span<const Tensor> in, std::span<Tensor> out, const Attrs&) {
-  const Tensor& x = in[0];
-  Tensor& y = out[0];
-  if (x.dtype() == y.dtype()) return strided_copy(x, y);
-  if (x.is_dense() && x.strides() == y.strides()) {
-    convert(x.raw_data(), x.dtype(), y.raw_data(), y.dtype(), x.numel());
-    return;
-  }
-  // Rearrange first (in the narrower-or-equal source dtype), then convert in one flat pass.
-  Tensor staged = Tensor::empty_strided(y.shape(), y.strides(), x.dtype());
-  strided_copy(x, staged);
-  convert(staged.raw_data(), x.dtype(), y.raw_data(), y.dtype(), x.numel());
+  out[0].copy_from(in[0]);
 }
 
 Cost cast_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
